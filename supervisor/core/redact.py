@@ -112,6 +112,30 @@ class Redactor:
             pieces += [head[: len(head) - self._started(head)], cut]
         return "".join([*pieces, rest])
 
+    def cut(self, text: str, *, start: bool = False, end: bool = False) -> str:
+        """`text` redacted, where the supervisor cut it out of something longer: without the
+        end of a secret's value it starts with (`start`: what came before was cut off) and
+        the start of one it ends with (`end`: what came after was), one character or more.
+        A cut never gives away the part of a secret it kept."""
+        text = self.text(text)
+        if self._text is None:
+            return text
+        if end:
+            text = text[: len(text) - self._started(text)]
+        if start:
+            text = text[self._ended(text) :]
+        return text
+
+    def _ended(self, tail: str) -> int:
+        """How many characters `tail` starts with that end a secret's value (a form of it)."""
+        longest = 0
+        for needle in self._marks:
+            for size in range(min(len(needle) - 1, len(tail)), longest, -1):
+                if tail.startswith(needle[-size:]):
+                    longest = size
+                    break
+        return longest
+
     def _started(self, head: str) -> int:
         """How many characters `head` ends with that begin a secret's value (a form of it)."""
         longest = 0

@@ -98,7 +98,7 @@ async def run_process(
             redactor = ctx.redactor | Redactor(passed.secrets)
             report = with_refusals(frame.finished(outcome, timed_out, started, redactor), lease)
             if report.answer.run is not None and not report.frame.status.is_failure:
-                ran = await run_command(spawner, report.answer.run, spec, hook)
+                ran = await run_command(spawner, report.answer.run, spec, hook, redactor)
                 report = attrs.evolve(report, frame=attrs.evolve(report.frame, ran=ran))
             return report
 
@@ -186,7 +186,9 @@ async def run_child(
     return outcome, deadline.cancelled_caught
 
 
-async def run_command(spawner: Spawner, argv: tuple[str, ...], like: ChildSpec, hook: Hook) -> Ran:
+async def run_command(
+    spawner: Spawner, argv: tuple[str, ...], like: ChildSpec, hook: Hook, redactor: Redactor
+) -> Ran:
     """Executes a `run`-effect answer once, in the hook's sandbox, cwd and environment."""
     spec = attrs.evolve(like, argv=argv, module=None)
     started = time.perf_counter()
@@ -200,8 +202,8 @@ async def run_command(spawner: Spawner, argv: tuple[str, ...], like: ChildSpec, 
         status,
         outcome.exit_code,
         outcome.signal,
-        bytes(outcome.stdout[:RAN_OUTPUT_BYTES]).decode(errors="replace"),
-        _text(outcome.stderr_tail),
+        _head(outcome.stdout, RAN_OUTPUT_BYTES, redactor),
+        _tail(outcome.stderr_tail, redactor),
         ms_since(started),
     )
 
@@ -217,14 +219,26 @@ def process_status(outcome: Outcome, timed_out: bool) -> HookStatus:
     return HookStatus.OK
 
 
-def _text(data: bytes | bytearray) -> str | None:
-    return bytes(data).decode(errors="replace") if data else None
+def _tail(data: bytes | bytearray, redactor: Redactor) -> str | None:
+    """The stderr a child's `Outcome` kept, redacted: the end of a secret's value it starts
+    with is left out when its start was cut off (`STDERR_TAIL_BYTES` kept)."""
+    if not data:
+        return None
+    text = bytes(data).decode(errors="replace")
+    return redactor.cut(text, start=len(data) >= STDERR_TAIL_BYTES)
 
 
-def failure_tail(data: bytes | bytearray, redactor: Redactor) -> str | None:
+def _head(data: bytes | bytearray, size: int, redactor: Redactor) -> str:
+    """The first `size` bytes of `data` as text, redacted as a cut (`Redactor.cut`)."""
+    text = bytes(data[:size]).decode(errors="replace")
+    return redactor.cut(text, end=len(data) > size)
+
+
+def failure_tail(data: bytes | bytearray, redactor: Redactor, cut: bool = False) -> str | None:
     """The last `FAILURE_TAIL_BYTES` of what a failed process wrote, redacted before it is
-    cut (a cut could otherwise leave half a secret that no redaction then recognises)."""
-    text = redactor.text(bytes(data).decode(errors="replace")) if data else ""
+    cut (a cut could otherwise leave half a secret that no redaction then recognises);
+    `cut`: `data` itself was cut short at its end (stdout over its cap)."""
+    text = redactor.cut(bytes(data).decode(errors="replace"), end=cut) if data else ""
     tail = text.encode()[-FAILURE_TAIL_BYTES:].decode(errors="ignore")
     return tail or None
 
@@ -289,20 +303,20 @@ class FrameBuilder:
         process = {
             "exit_code": outcome.exit_code,
             "signal": outcome.signal,
-            "stderr_tail": _text(outcome.stderr_tail),
+            "stderr_tail": _tail(outcome.stderr_tail, redactor),
             "resources": Resources(outcome.cpu_ms, outcome.max_rss_kb),
         }
         status = process_status(outcome, timed_out)
         if status is not HookStatus.OK:
             process.update(
                 stderr_tail=failure_tail(outcome.stderr_tail, redactor),
-                stdout_tail=failure_tail(outcome.stdout, redactor),
+                stdout_tail=failure_tail(outcome.stdout, redactor, cut=outcome.stdout_overflow),
             )
             return self.failed(status, self._why(status, outcome), started, **process)
         try:
             answer = bound_answer(read_output(bytes(outcome.stdout)), self.clamped.effect)
         except InvalidOutput as exc:
-            head = stdout_head(bytes(outcome.stdout))
+            head = stdout_head(bytes(outcome.stdout), redactor)
             return self.failed(
                 HookStatus.INVALID_OUTPUT, str(exc), started, **process, stdout_head=head
             )

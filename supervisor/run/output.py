@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from ..core.errors import HooksError
 from ..core.jsontext import JsonError, loads
+from ..core.redact import Redactor
 
 _BOM: Final = b"\xef\xbb\xbf"
 #: The first characters (after a BOM and whitespace) that make stdout a JSON answer; any
@@ -66,11 +67,13 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
     return obj
 
 
-def stdout_head(stdout: bytes) -> str:
+def stdout_head(stdout: bytes, redactor: Redactor) -> str:
     """The start of what a hook printed, for a person: its first `STDOUT_HEAD_BYTES` as
-    text (a character cut at the end is left out, bytes that are not UTF-8 become U+FFFD)."""
+    text (a character cut at the end is left out, bytes that are not UTF-8 become U+FFFD),
+    redacted, and without the start of a secret's value where the cut fell in one."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    return decoder.decode(bytes(stdout[:STDOUT_HEAD_BYTES]), final=False)
+    head = decoder.decode(bytes(stdout[:STDOUT_HEAD_BYTES]), final=False)
+    return redactor.cut(head, end=len(stdout) > STDOUT_HEAD_BYTES)
 
 
 def _json_type(value: Any) -> str:

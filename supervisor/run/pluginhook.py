@@ -107,12 +107,13 @@ async def _call(
         return _in(frame.failed(HookStatus.TIMEOUT, why, started), frame_sandbox)
     text = answer_text(result)
     if result.is_error:
-        why = f"the tool answered isError: {ctx.redactor.text(text[:_ERROR_TEXT])}"
+        said = ctx.redactor.cut(text[:_ERROR_TEXT], end=len(text) > _ERROR_TEXT)
+        why = f"the tool answered isError: {said}"
         return _in(frame.failed(HookStatus.FAILED, why, started), frame_sandbox)
     try:
         data = tool_answer(result, hook.answer)
     except InvalidOutput as exc:
-        head = stdout_head(text.encode())
+        head = stdout_head(text.encode(), ctx.redactor)
         report = frame.failed(HookStatus.INVALID_OUTPUT, str(exc), started, stdout_head=head)
         return _in(report, frame_sandbox)
     if len(data) > hook.max_output_bytes:

@@ -172,7 +172,7 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
     try:
         obj = read_answer(text)
     except InvalidOutput as exc:
-        head = ctx.redactor.text(stdout_head(text))
+        head = stdout_head(text, ctx.redactor)
         return frame.failed(
             HookStatus.INVALID_OUTPUT, str(exc), started, stdout_head=head, **fields
         )
@@ -230,4 +230,4 @@ async def run_answer_command(
             spec = child_spec(spawner, hook, effect, ctx, scratch=scratch, passed=passed, argv=argv)
         except SandboxUnavailable as exc:
             return Ran(argv, HookStatus.FAILED, stderr_tail=str(exc))
-        return await run_command(spawner, argv, spec, hook)
+        return await run_command(spawner, argv, spec, hook, ctx.redactor)

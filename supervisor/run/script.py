@@ -37,6 +37,7 @@ from ..core.hookenv import (
 from ..core.hooks import STDERR_TAIL_BYTES
 from ..core.jsontext import JsonError, loads
 from ..core.records import Record
+from ..core.redact import Redactor
 from ..core.scripts import Script
 from ..process.child import Outcome
 from ..process.launch import RUNNER_FLAGS
@@ -230,6 +231,7 @@ async def _pump_stdout(
 ) -> None:
     kept, tail = outcome.stdout, outcome.stdout_tail
     held = 0  # what `kept` would hold if all of stdout were kept (see `ScriptOutcome.stdout`)
+    cut = False  # whether the last line so far was a piece of a longer one
     async for lines, wholes, said in _batches(stream, MAX_LINE):
         # Kept as written: a piece of a long line gets no newline of its own, so one JSON
         # value over `MAX_LINE` on one line still reads as one.
@@ -242,7 +244,8 @@ async def _pump_stdout(
         tail.extend(said)
         if len(tail) > 2 * STDOUT_TAIL_BYTES:  # trimmed now and then, not at every line
             del tail[: len(tail) - STDOUT_TAIL_BYTES]
-        journal.offer_output(FrameType.STDOUT, _texts(lines, wholes, said))
+        texts, cut = _texts(lines, wholes, said, journal.redactor, cut)
+        journal.offer_output(FrameType.STDOUT, texts)
 
 
 def _keep_each(kept: bytearray, held: int, batch: Batch, outcome: ScriptOutcome) -> int:
@@ -264,22 +267,35 @@ async def _pump_stderr(
     stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
 ) -> None:
     tail = outcome.process.stderr_tail
+    cut = False
     async for lines, wholes, said in _batches(stream, MAX_LINE):
         tail.extend(said)
         if len(tail) > STDERR_TAIL_BYTES:
             del tail[: len(tail) - STDERR_TAIL_BYTES]
-        journal.offer_output(FrameType.STDERR, _texts(lines, wholes, said))
+        texts, cut = _texts(lines, wholes, said, journal.redactor, cut)
+        journal.offer_output(FrameType.STDERR, texts)
 
 
-def _texts(lines: list[bytes], wholes: list[bool], said: bytes) -> list[str]:
-    """`_text` of each line of a batch. Lines that each had their newline are decoded at
-    once: a newline is never part of a UTF-8 sequence, so a bad sequence ends before it and
-    becomes the same U+FFFD either way."""
-    if not all(wholes):
-        return [_text(line) for line in lines]
-    texts = _text(said).split("\n")
-    texts.pop()  # after the last newline
-    return texts
+def _texts(
+    lines: list[bytes], wholes: list[bool], said: bytes, redactor: Redactor, cut: bool
+) -> tuple[list[str], bool]:
+    """`_text` of each line of a batch, and whether its last is a piece of a longer line
+    (`cut`: whether the line before the batch's first was). Lines that each had their
+    newline are decoded at once: a newline is never part of a UTF-8 sequence, so a bad
+    sequence ends before it and becomes the same U+FFFD either way. Where a line was cut in
+    pieces, a secret's value the cut fell in is left out of both (`Redactor.cut`): each piece
+    is a frame of its own, redacted alone."""
+    if not cut and all(wholes):
+        texts = _text(said).split("\n")
+        texts.pop()  # after the last newline
+        return texts, False
+    texts = []
+    for line, whole in zip(lines, wholes, strict=True):
+        ends_cut = not whole and len(line) >= MAX_LINE  # (not the end of the output)
+        text = _text(line)
+        texts.append(redactor.cut(text, start=cut, end=ends_cut) if cut or ends_cut else text)
+        cut = ends_cut
+    return texts, cut
 
 
 def _text(line: bytes) -> str:
