@@ -322,6 +322,35 @@ def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
         )
 
 
+def test_hook_test_of_an_observer_gives_an_event_it_follows_merged_with_the_one_given(
+    tmp_path: Path,
+) -> None:
+    """An observe hook tested was given a `run.finished` event whatever its `on`, and an
+    `--event` with `{"event": {"data": …}}` took the whole event's place: no `kind`, no
+    `seq`, so MCPX_HOOK_EVENT_KIND and MCPX_HOOK_EVENT_SEQ were empty."""
+    env = environment(tmp_path)
+    tmp_path.chmod(0o755)  # the hook's working directory (strict: others' access)
+    # It fails, so that its frame keeps what it printed (an observer's effect is off).
+    keep = ["sh", "-c", 'cat; echo; echo "$MCPX_HOOK_EVENT_KIND $MCPX_HOOK_EVENT_SEQ"; exit 1']
+    hook = json.dumps({"on": "hook.failed", "run": keep})
+    given = '{"event": {"data": {"name": "lint"}}}'
+    done = mcpx("hook", "test", "--hook", hook, "--json", "--event", "-", cwd=tmp_path, env=env,
+                stdin=given)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    frame = json.loads(done.stdout)
+    stdin, said = frame["stdoutTail"].splitlines()
+    event = json.loads(stdin)["event"]
+    assert (event["kind"], event["seq"], event["data"]) == ("hook.failed", 0, {"name": "lint"})
+    assert said == "hook.failed 0"
+    other = '{"event": {"kind": "run.finished"}}'
+    wrong = mcpx("hook", "test", "--hook", hook, "--event", "-", cwd=tmp_path, env=env, stdin=other)
+    assert (wrong.returncode, wrong.stdout) == (2, "")
+    assert wrong.stderr == (
+        'mcpx-hooks hook test: --event: the event\'s kind "run.finished" is not one the hook'
+        ' observes (on = "hook.failed"); give one it follows (hook.failed)\n'
+    )
+
+
 def test_hook_test_of_a_name_not_in_force_names_a_few_and_the_closest(tmp_path: Path) -> None:
     """`hook test chek-77` against a generated config listed every hook in force in its one
     line (40,000 names: some 400 KB), and a name holding a line break broke that line. It now
