@@ -351,6 +351,27 @@ def test_hook_test_of_an_observer_gives_an_event_it_follows_merged_with_the_one_
     )
 
 
+def test_a_module_file_the_sandbox_hides_is_one_line(tmp_path: Path) -> None:
+    """A module hook named by a path outside what a strict hook may read failed with the
+    runner's and importlib's frames and "PermissionError: [Errno 13]", saying nothing of the
+    sandbox or what to do."""
+    tmp_path.chmod(0o755)
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "m.py").write_text("def hook(given):\n    return None\n")
+    target = f"{tmp_path}/elsewhere/m.py"
+    hook = json.dumps({"module": target, "phase": "before"})
+    done = mcpx("hook", "test", "--hook", hook, "--json", cwd=tmp_path / "proj",
+                env=environment(tmp_path))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    said = json.loads(done.stdout)["stderrTail"].strip()
+    assert said.startswith("mcpx-hooks module runner: module file ") and "\n" not in said, said
+    assert target in said  # (not there, or not readable, as the sandbox hides it)
+    assert said.endswith(
+        "a hook reads its declaring and working directories; grant more with [sandbox] read)"
+    )
+
+
 def test_hook_test_of_a_name_not_in_force_names_a_few_and_the_closest(tmp_path: Path) -> None:
     """`hook test chek-77` against a generated config listed every hook in force in its one
     line (40,000 names: some 400 KB), and a name holding a line break broke that line. It now
