@@ -73,8 +73,21 @@ def load(spec: str) -> Callable[[dict[str, Any]], Any]:
     func = func or "hook"
     if target.endswith(".py") or "/" in target:
         path = os.path.abspath(target)
-        if not os.path.isfile(path):
-            raise RunnerError(f"module file not found: {target} (in {os.getcwd()})")
+        # A file the sandbox hides (not there, or not readable, from inside it) failed with
+        # the runner's and importlib's frames: said in one line, with where a hook may read.
+        grant = "a hook reads its declaring and working directories; grant more with [sandbox] read"
+        inside = path.startswith(os.getcwd().rstrip("/") + "/")
+        try:
+            with open(path, "rb"):
+                pass
+        except FileNotFoundError:
+            where = os.getcwd() if inside else f"{os.getcwd()}; {grant}"
+            raise RunnerError(f"module file not found: {target} (in {where})") from None
+        except OSError as exc:
+            hint = f" ({grant})" if isinstance(exc, PermissionError) else ""
+            raise RunnerError(
+                f"module file cannot be read: {target}: {exc.strerror}{hint}"
+            ) from None
         name = "_mcpx_hook_" + os.path.splitext(os.path.basename(path))[0]
         module_spec = importlib.util.spec_from_file_location(name, path)
         if module_spec is None or module_spec.loader is None:

@@ -33,7 +33,8 @@ class Reply:
     """One scripted answer. `content`: the answer text (`choices[0].message.content`);
     `raw`: a whole body instead (sent as is); `status`: the HTTP status; `delay`: seconds to
     wait before answering (cut short when the server closes); `usage`: (prompt, completion)
-    tokens, or None to leave `usage` out."""
+    tokens, or None to leave `usage` out; `cut`: send only that many bytes of the body, its
+    whole length announced, then close the connection (a server that stops mid-reply)."""
 
     content: str = "{}"
     status: int = 200
@@ -41,6 +42,7 @@ class Reply:
     usage: tuple[int, int] | None = (10, 5)
     raw: bytes | None = None
     headers: dict[str, str] = attrs.field(factory=dict)
+    cut: int | None = None
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -138,6 +140,9 @@ class LoopModel:
             for name, value in reply.headers.items():
                 handler.send_header(name, value)
             handler.end_headers()
+            if reply.cut is not None:
+                data = data[: reply.cut]
+                handler.close_connection = True
             handler.wfile.write(data)
         except OSError:
             pass  # the client went away (a timeout, a cancellation)

@@ -83,7 +83,19 @@ def test_the_request_is_the_pages(tmp_path: Path, model: LoopModel) -> None:
     # The page's error: the script's stderr ended with an instruction-looking line.
     said = re.search(r"stderr ended with\n?`([^`]+)`", text())
     assert said
-    error = {"message": "exit status 1", "exitCode": 1, "stderrTail": said[1], "stdoutTail": ""}
+    # The error a hook is given when a script writes that line on stderr and exits 1, taken
+    # from a real run (an onError hook keeping its input), not written by hand.
+    s.write("said.txt", said[1])
+    keep = {
+        "name": "keep",
+        "on": "script",
+        "phase": "onError",
+        "sandbox": "workspace",
+        "run": ["sh", "-c", "cat > input.json"],
+    }
+    done = s.sh(f"mcpx-hooks exec --hook '{json.dumps(keep)}' -- sh -c 'cat said.txt >&2; exit 1'")
+    assert done.returncode == 1, done.stdout + done.stderr
+    error = json.loads((s.proj / "input.json").read_text())["error"]
     s.write("failure.json", json.dumps({"error": error}))
     _, with_event = block(PAGE, "--show-request --event failure.json", "sh").body.splitlines()
     done = s.sh(with_event)

@@ -322,6 +322,56 @@ def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
         )
 
 
+def test_hook_test_of_an_observer_gives_an_event_it_follows_merged_with_the_one_given(
+    tmp_path: Path,
+) -> None:
+    """An observe hook tested was given a `run.finished` event whatever its `on`, and an
+    `--event` with `{"event": {"data": …}}` took the whole event's place: no `kind`, no
+    `seq`, so MCPX_HOOK_EVENT_KIND and MCPX_HOOK_EVENT_SEQ were empty."""
+    env = environment(tmp_path)
+    tmp_path.chmod(0o755)  # the hook's working directory (strict: others' access)
+    # It fails, so that its frame keeps what it printed (an observer's effect is off).
+    keep = ["sh", "-c", 'cat; echo; echo "$MCPX_HOOK_EVENT_KIND $MCPX_HOOK_EVENT_SEQ"; exit 1']
+    hook = json.dumps({"on": "hook.failed", "run": keep})
+    given = '{"event": {"data": {"name": "lint"}}}'
+    done = mcpx("hook", "test", "--hook", hook, "--json", "--event", "-", cwd=tmp_path, env=env,
+                stdin=given)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    frame = json.loads(done.stdout)
+    stdin, said = frame["stdoutTail"].splitlines()
+    event = json.loads(stdin)["event"]
+    assert (event["kind"], event["seq"], event["data"]) == ("hook.failed", 0, {"name": "lint"})
+    assert said == "hook.failed 0"
+    other = '{"event": {"kind": "run.finished"}}'
+    wrong = mcpx("hook", "test", "--hook", hook, "--event", "-", cwd=tmp_path, env=env, stdin=other)
+    assert (wrong.returncode, wrong.stdout) == (2, "")
+    assert wrong.stderr == (
+        'mcpx-hooks hook test: --event: the event\'s kind "run.finished" is not one the hook'
+        ' observes (on = "hook.failed"); give one it follows (hook.failed)\n'
+    )
+
+
+def test_a_module_file_the_sandbox_hides_is_one_line(tmp_path: Path) -> None:
+    """A module hook named by a path outside what a strict hook may read failed with the
+    runner's and importlib's frames and "PermissionError: [Errno 13]", saying nothing of the
+    sandbox or what to do."""
+    tmp_path.chmod(0o755)
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "m.py").write_text("def hook(given):\n    return None\n")
+    target = f"{tmp_path}/elsewhere/m.py"
+    hook = json.dumps({"module": target, "phase": "before"})
+    done = mcpx("hook", "test", "--hook", hook, "--json", cwd=tmp_path / "proj",
+                env=environment(tmp_path))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    said = json.loads(done.stdout)["stderrTail"].strip()
+    assert said.startswith("mcpx-hooks module runner: module file ") and "\n" not in said, said
+    assert target in said  # (not there, or not readable, as the sandbox hides it)
+    assert said.endswith(
+        "a hook reads its declaring and working directories; grant more with [sandbox] read)"
+    )
+
+
 def test_hook_test_of_a_name_not_in_force_names_a_few_and_the_closest(tmp_path: Path) -> None:
     """`hook test chek-77` against a generated config listed every hook in force in its one
     line (40,000 names: some 400 KB), and a name holding a line break broke that line. It now

@@ -90,6 +90,15 @@ def test_a_value_cannot_close_its_block_or_open_another() -> None:
     assert user.count("</data") == 1 and user.count("<data") == 1
 
 
+@pytest.mark.parametrize("effect", list(Effect))
+def test_the_system_message_says_the_effect_in_words(effect: Effect) -> None:
+    said = build("@error", {"error": 1}, effect=effect).system.splitlines()[1]
+    assert said.startswith(f'The effect in force is "{effect.word}": your answer ')
+    assert "may nothing" not in said  # an observe hook's (off) read so
+    if effect is Effect.OFF:
+        assert "can change nothing. The keys it permits: none (answer {})" in said
+
+
 def test_each_request_has_a_fresh_nonce_named_in_the_system_message() -> None:
     one = build("@error", {"error": 1})
     two = build("@error", {"error": 1})

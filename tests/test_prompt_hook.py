@@ -240,6 +240,11 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
             "failed",
             "the reply is compressed, which was not asked for",
         ),
+        (
+            Reply('{"advise": "sk-secret-body"}', cut=40),
+            "failed",
+            "the reply was cut off (the connection closed after 40 bytes of the",
+        ),
     ],
     ids=[
         "500",
@@ -252,6 +257,7 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
         "array",
         "schema",
         "gzip",
+        "cut",
     ],
 )
 async def test_what_a_broken_model_looks_like(
@@ -264,6 +270,7 @@ async def test_what_a_broken_model_looks_like(
     frame = hooks_of(frames)["gate"]
     assert frame["status"] == status and said in frame["reason"]
     assert "sk-secret-body" not in frame["reason"]
+    assert "https://" not in frame["reason"]  # it answered HTTP: the scheme is right
     assert model.headers[-1]["accept-encoding"] == "identity"
     assert frame["refused"]["failClosed"] is True  # closed: the failure refuses
     if status == "invalid-output":  # what was read is shown, as for a process hook

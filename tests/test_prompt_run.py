@@ -140,9 +140,15 @@ async def test_a_request_that_alone_would_pass_the_budget_is_not_sent(
         prompt_hook("p", "onError", "@error"),
         models={"runBudgetTokens": 100, "default": openai_model(model.url)},
     )
-    frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["p"]
+    frames = await run_to_end(cfg, failing(tmp_path))
+    frame = hooks_of(frames)["p"]
     assert (frame["status"], frame["reason"]) == ("skipped", "token budget")
     assert model.requests == []
+    # Nothing was spent: the run says which budget, and what to change.
+    (warning,) = of(frames, "warning")
+    said = warning["message"]
+    assert said.startswith('prompt hook "p" was skipped: past the run\'s token budget')
+    assert "runBudgetTokens = 100; 0 spent so far" in said and "raise runBudgetTokens" in said
 
 
 async def test_a_nearer_file_cannot_raise_the_budget(tmp_path: Path) -> None:

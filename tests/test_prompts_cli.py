@@ -353,6 +353,24 @@ def test_no_state_directory_is_a_usage_error(
     assert code == 2 and "no state directory" in err
 
 
+def test_a_state_directory_in_the_checkout_is_said_as_such(tmp_path: Path) -> None:
+    # XDG_STATE_HOME is set: "no state directory: set XDG_STATE_HOME or HOME" named the
+    # wrong cause, and setting it again changed nothing.
+    (tmp_path / ".git").mkdir()
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / ".state")}
+    done = subprocess.run(
+        [*CLI, "prompts", "list"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and "no state directory" not in done.stderr
+    assert f"lies inside the git checkout {tmp_path}," in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1
+
+
 def test_the_installed_command_lists_and_promotes(cache: PromptCache, tmp_path: Path) -> None:
     path = project(tmp_path)
     key = cached(cache, path)

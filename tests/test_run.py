@@ -309,6 +309,23 @@ async def test_on_error_apply_after_a_refusal_is_dropped_and_its_frame_says_so(
     ]
 
 
+async def test_an_on_error_refusal_after_a_refusal_leaves_the_first_said(
+    tmp_path: Path,
+) -> None:
+    """The run's error names the hook that stopped it (a fail-closed `before` gate here):
+    an `onError` hook that says no as well does not take its place."""
+    cfg = config(
+        tmp_path,
+        hook("gate", "before", ["false"], effect="ask", failure="closed"),
+        hook("late", "onError", answer({"refuse": "and no"}), effect="ask"),
+    )
+    frames = await run_to_end(cfg, argv_request(tmp_path, "true"))
+    error = outcome(frames)
+    assert error["type"] == "error" and error["refusedBy"] == "gate", error
+    assert error["message"].startswith("refused by gate: gate failed (failed)")
+    assert of(frames, "hook")[1]["refused"]["reason"] == "and no"  # its own frame says it
+
+
 async def test_caller_autonomy_clamps_and_is_reported(tmp_path: Path) -> None:
     cfg = config(tmp_path, hook("fix", "onError", answer({"apply": {"value": 1}}), effect="apply"))
     frames = await run_to_end(cfg, argv_request(tmp_path, "false", autonomy=_advise()))

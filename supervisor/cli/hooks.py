@@ -196,7 +196,11 @@ def _hook_test(args: argparse.Namespace) -> int:
     # server may say one); from the values a prompt hook sends too, as in a run.
     secrets = hook_secrets((*config.hooks, hook), None, os.environ)
     redactor = Redactor(secrets | server_secrets(config.servers.values(), os.environ))
-    ctx = attrs.evolve(mock_context(config, phase, event), redactor=redactor)
+    try:
+        ctx = attrs.evolve(mock_context(config, phase, event, hook.on), redactor=redactor)
+    except Usage as exc:
+        say(f"mcpx-hooks hook test: {exc}")
+        return EXIT_USAGE
     if args.show_request:
         from .promptview import show_request
 
@@ -304,9 +308,14 @@ def _check_event(name: str, event: dict[str, Any]) -> None:
         raise Usage(f'{name}: "{key}" is an object{shape} ({holds}), found {found}')
 
 
-def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookContext:
-    """The generated input of `hook test`, with the `--event` object merged over it."""
-    from ..core.events import EventKind
+def mock_context(
+    config: Config, phase: Phase, event: dict[str, Any], on: str = "run.finished"
+) -> HookContext:
+    """The generated input of `hook test`, with the `--event` object merged over it. An
+    observe hook's event is generated of a kind its `on` follows, and a given one is merged
+    over it key by key (`{"event": {"data": …}}` keeps its `seq`, `kind` and `at`, which
+    `MCPX_HOOK_EVENT_*` say); a given kind the hook does not follow is bad input."""
+    from ..core.events import EventKind, kind_matches
     from ..core.frames import now_rfc3339
     from ..core.points import Phase
     from ..run.hookcontext import HookContext, RunInfo, new_run_id
@@ -322,13 +331,16 @@ def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookCon
     if phase is Phase.SUFFIX:
         outcome = "error" if error is not None else "success"
     mock_event = event.get("event")
-    if mock_event is None and phase is Phase.OBSERVE:
-        mock_event = {
-            "seq": 0,
-            "kind": EventKind.RUN_FINISHED.value,
-            "at": now_rfc3339(),
-            "data": {},
-        }
+    if phase is Phase.OBSERVE:
+        kinds = [k.value for k in EventKind if kind_matches(k.value, [on])]
+        kind = EventKind.RUN_FINISHED.value if EventKind.RUN_FINISHED in kinds else kinds[0]
+        generated = {"seq": 0, "kind": kind, "at": now_rfc3339(), "data": {}}
+        mock_event = {**generated, **(mock_event or {})}
+        if not kind_matches(str(mock_event["kind"]), [on]):
+            raise Usage(
+                f"--event: the event's kind {json.dumps(mock_event['kind'])} is not one the"
+                f" hook observes (on = {json.dumps(on)}); give one it follows ({', '.join(kinds)})"
+            )
     return HookContext(
         run=run,
         caller_autonomy=config.autonomy_hooks,

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     cache = PromptCache.open(os.environ)
     command = f"prompts {args.action}"
     if cache is None:
-        return usage(command, "no state directory: set XDG_STATE_HOME or HOME")
+        return usage(command, _no_cache())
     why = cache.unusable()
     if why is not None:  # (else its entries would be said to be none, and clear to remove 0)
         say(f"mcpx-hooks {command}: the cache of prompt answers {why}")
@@ -81,6 +81,22 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "show":
         return _show(key, entry, as_json=args.json)
     return _promote(key, entry, args.to)
+
+
+def _no_cache() -> str:
+    """Why there is no cache to read: no state directory at all, or one inside the git
+    checkout worked in (whose answers could have come with the checkout: none is believed)."""
+    from ..config.statefiles import checkout_holding, state_path
+
+    state = state_path(os.environ)
+    tree = None if state is None else checkout_holding(state.parent, ".")
+    if state is None or tree is None:
+        return "no state directory: set XDG_STATE_HOME or HOME"
+    return (
+        f"the state directory {shown_file(str(state.parent))} lies inside the git checkout"
+        f" {shown_file(tree)}, which could have brought prompt answers with it, so none is"
+        " read or kept there; keep it outside the checkout (XDG_STATE_HOME)"
+    )
 
 
 def _lookup(cache: PromptCache, given: str, command: str) -> tuple[str, CachedAnswer] | int:

@@ -179,8 +179,11 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
         headers["authorization"] = f"Bearer {key}"
     where = f"model {model.name} at {shown_url(model.url)}"
     client = _client(threading.get_ident())
+    got: int | None = None  # the reply's bytes read, once its status line came
+    declared = ""
     try:
         async with client.stream("POST", url, content=body, headers=headers) as resp:
+            got = 0
             if resp.status_code >= 300:  # a redirect is not followed: the config says where
                 raise ModelFailed(
                     f"{where} answered HTTP {_status(resp.status_code)}{_later(resp)}"
@@ -197,11 +200,14 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
             # Read to its end, keeping at most `limit` bytes: leaving httpx's stream
             # early would leave its generators to the garbage collector.
             async for chunk in resp.aiter_raw():
+                got += len(chunk)
                 if len(data) <= limit:
                     data += chunk
             if len(data) > limit:
                 raise ModelFailed(f"{over} protocol's wrapping); the rest not kept")
     except httpx.HTTPError as exc:
+        if got is not None:  # it answered HTTP, then stopped: no scheme to blame
+            raise ModelFailed(f"{where}{_cut(got, declared)}") from None
         raise ModelFailed(f"{where}{_no_reply(exc, model.url)}") from None
     return _reply(bytes(data), body, where, cap)
 
@@ -229,6 +235,16 @@ def _no_reply(exc: httpx.HTTPError, url: str) -> str:
         hint = "; if it speaks HTTPS, its URL is https://…" if url.startswith("http://") else ""
         return f": the connection ended before a whole reply{hint}"
     return f": the request failed ({type(exc).__name__})"
+
+
+def _cut(got: int, declared: str) -> str:
+    """A reply whose status line came and whose body did not all come, after the model's
+    name: the server speaks HTTP at that URL, so only the server can say why it stopped."""
+    whole = f" of the {declared} it announced" if declared.isascii() and declared.isdigit() else ""
+    return (
+        f": the reply was cut off (the connection closed after {got} bytes{whole});"
+        " the server stopped mid-reply: its log may say why"
+    )
 
 
 def _later(resp: httpx.Response) -> str:

@@ -259,10 +259,11 @@ class PhaseHooks:
         state.advice.extend(frame.advice)
         state.proposals.extend({"hook": frame.name, **p} for p in frame.proposals)
         if frame.refused is not None:
-            state.refused_by = frame.name
-            state.refusal = frame.refused.reason
-            state.value = None
-            state.message = f"refused by {frame.name}: {state.refusal}"
+            if state.refused_by is None:  # an onError "no" after a refusal leaves the first
+                state.refused_by = frame.name
+                state.refusal = frame.refused.reason
+                state.value = None
+                state.message = f"refused by {frame.name}: {state.refusal}"
             return True
         if not frame.changed:
             return False

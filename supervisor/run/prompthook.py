@@ -140,8 +140,15 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
     request = prompt_request(hook, effect, ctx, values)
     # What is left of the run's budget, less what this request's messages are estimated to
     # cost: none left, and the hook is skipped; some, and the answer may take at most that.
-    left = spec.run_budget_tokens - run.spent - estimate(request.system + request.user)
+    cost = estimate(request.system + request.user)
+    left = spec.run_budget_tokens - run.spent - cost
     if left <= 0:
+        run.warn_once(
+            f'prompt hook "{hook.name}" was skipped: past the run\'s token budget ([models]'
+            f" runBudgetTokens = {spec.run_budget_tokens}; {run.spent} spent so far, and its"
+            f" request is about {cost}); raise runBudgetTokens where it is set (a nearer file"
+            " may only lower it)"
+        )
         skipped = frame.skipped(TOKEN_BUDGET)
         return attrs.evolve(skipped, frame=attrs.evolve(skipped.frame, **shown))
     reply: Reply | None = None
