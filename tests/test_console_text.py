@@ -78,6 +78,26 @@ def test_a_reordering_character_never_turns_a_line_around(
     assert page.evaluate(REORDERED) == []
 
 
+#: The command line as it is drawn (`innerText`: what the eye reads, white space as laid out),
+#: in the run's heading, its start frame and its entry in the runs list.
+DRAWN_COMMAND = """(runId) => [
+  document.querySelector('.argv code'),
+  document.querySelector('.frame.start code'),
+  document.querySelector(`.runs a[href="#/runs/${runId}"] .cmd`),
+].map((e) => e && e.innerText)"""
+
+
+def test_a_command_line_keeps_its_spaces_as_drawn(page: Page, served: dict[str, Any]) -> None:
+    # Two spaces in a pattern, a program's indentation: drawn as one space, the command read
+    # off the page is another command.
+    sign_in(page, served)
+    argv = [PY, "-c", "def main():\n    return 'a  b'\n", "x  y"]
+    run_id = exec_run(served, {"argv": argv}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    assert page.evaluate(DRAWN_COMMAND, run_id) == [shell_line(argv)] * 3
+
+
 #: Progress bars as programs draw them: a carriage return, then the line written over.
 PROGRESS = r"""import sys
 E = '\x1b'

@@ -56,7 +56,7 @@ export function frameSaid(frame) {
 export function frameBody(frame, view) {
   switch (frame.type) {
     case FrameType.START:
-      return el("div", {}, el("code", {}, commandLine(frame.argv)));
+      return el("div", {}, el("code", { class: "cmdline" }, commandLine(frame.argv)));
     case FrameType.HOOK:
       return hookBody(frame);
     case FrameType.CALL:

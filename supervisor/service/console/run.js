@@ -232,7 +232,7 @@ export class RunView {
     const outcome = this.outcome;
     const status = end ? (outcome ? outcome.type : FrameType.ERROR) : "running";
     this.head.replaceChildren(
-      el("p", { class: "argv" }, el("code", {}, commandLine(s.argv))),
+      el("p", { class: "argv" }, el("code", { class: "cmdline" }, commandLine(s.argv))),
       el(
         "dl",
         { class: "facts" },
