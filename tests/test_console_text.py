@@ -7,6 +7,7 @@ prints it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from console_browser import (
@@ -96,6 +97,56 @@ def test_a_command_line_keeps_its_spaces_as_drawn(page: Page, served: dict[str, 
     page.goto(f"{origin(served)}/#/runs/{run_id}")
     expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
     assert page.evaluate(DRAWN_COMMAND, run_id) == [shell_line(argv)] * 3
+
+
+#: A question, a piece of advice and the refusal they make, each of several lines, as a hook
+#: writes a list: printf's `%s` writes the JSON as it is (its `\n` escapes stay escapes).
+SAID_IN_LINES = "Deploy these?\n  api  v2\n  web  v3"
+LISTING_HOOKS = [
+    {
+        "name": "lister",
+        "on": "script",
+        "phase": "before",
+        "effect": "ask",
+        "run": [
+            "sh",
+            "-c",
+            "printf '%s\\n' '"
+            + json.dumps(
+                {
+                    "advise": "Fix these:\n  - a.py:3  unused\n  - b.py:7",
+                    "ask": {"question": SAID_IN_LINES, "default": "no", "deadlineMs": 500},
+                }
+            )
+            + "'",
+        ],
+    }
+]
+
+#: What each of them is drawn as (`innerText`: lines and spaces as the eye reads them).
+DRAWN_SAYINGS = """() => Object.fromEntries(
+  ['.frame.ask .question', '.frame.hook .refusal', '.frame.hook .asked', '.frame.hook .advice li',
+   '.frame.error .message', '.facts .message']
+  .map((s) => [s, document.querySelector(s)?.innerText]))"""
+
+
+def test_what_a_hook_says_in_lines_is_drawn_in_lines(page: Page, served: dict[str, Any]) -> None:
+    # A question listing what it would deploy read 'Deploy these? api v2 web v3': its lines
+    # and spaces were laid out as HTML collapses them.
+    sign_in(page, served)
+    run_id = exec_run(served, {"argv": ["true"], "hooks": LISTING_HOOKS}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    drawn = page.evaluate(DRAWN_SAYINGS)
+    assert drawn[".frame.ask .question"] == SAID_IN_LINES
+    assert drawn[".frame.hook .advice li"] == "Fix these:\n  - a.py:3  unused\n  - b.py:7"
+    for said in (
+        ".frame.hook .refusal",
+        ".frame.hook .asked",
+        ".frame.error .message",
+        ".facts .message",
+    ):
+        assert SAID_IN_LINES in drawn[said], said
 
 
 #: Progress bars as programs draw them: a carriage return, then the line written over.

@@ -243,7 +243,7 @@ export class RunView {
           ["exit code", end && end.exitCode !== null && end.exitCode !== undefined ? String(end.exitCode) : "—"],
           ["cwd", el("code", {}, s.cwd || "")],
           ["sandbox", s.sandbox || ""],
-          ...(end && outcome && outcome.type === FrameType.ERROR ? [["error", outcome.message]] : []),
+          ...(end && outcome && outcome.type === FrameType.ERROR ? [["error", el("span", { class: "message" }, outcome.message)]] : []),
         ].map(([term, value]) => el("div", {}, el("dt", {}, term), el("dd", {}, value))),
       ),
     );
