@@ -25,9 +25,10 @@ function keepFocus(from, to) {
 }
 
 /** What a settled question says: the answer that counts and who gave it, and whether the
- * answer this page sent (`sent`, or null) was not the one taken. */
-function settledText(asked, sent) {
-  if (!asked || !asked.answer) return "settled";
+ * answer this page sent (`sent`, or null) was not the one taken; with no answer, why (the
+ * hook frame's `reason`: the run was cancelled while it waited). */
+function settledText(asked, sent, reason) {
+  if (!asked || !asked.answer) return reason ? `not answered: ${reason}` : "not answered";
   const late = asked.by === AnsweredBy.DEADLINE;
   const said = late ? `nobody answered in time: "${asked.answer}" applied at its deadline` : `answered ${asked.answer} (by ${asked.by})`;
   if (sent === null || (!late && sent === asked.answer && asked.by === AnsweredBy.CLIENT)) return said;
@@ -336,7 +337,7 @@ export class RunView {
     const open = this.asks.get(obj.askId);
     const done = this.settled.get(obj.askId);
     if (open) open.state.textContent = visible(obj.message);
-    else if (done) done.state.textContent = visible(`${settledText(done.asked, null)}. ${obj.message}`);
+    else if (done) done.state.textContent = visible(`${settledText(done.asked, null, done.reason)}. ${obj.message}`);
   }
 
   settleAsk(hook) {
@@ -347,7 +348,8 @@ export class RunView {
       clearInterval(ask.timer);
       ask.left.remove();
       ask.asked = hook.asked;
-      ask.state.textContent = visible(settledText(hook.asked, ask.sent));
+      ask.reason = hook.reason;
+      ask.state.textContent = visible(settledText(hook.asked, ask.sent, hook.reason));
       this.asks.delete(id);
       this.toQuestion.gone(id);
       this.settled.set(id, ask);
