@@ -70,7 +70,11 @@ def test_a_reordering_character_never_turns_a_line_around(
     argv = [PY, "-c", f"print('safe {RLO}gnp.exe it is')", f"x{RLO}fdp.exe"]
     run_id = exec_run(served, {"argv": argv}, wait=True)
     page.goto(f"{origin(served)}/#/runs/{run_id}")
-    expect(page.locator("#output-count")).to_have_text("(1 lines)", timeout=WAIT_MS)
+    # One line is '1 line', from one frame ('1 lines', 'frames 2 to 2' before).
+    expect(page.locator("#output-count")).to_have_text("(1 line)", timeout=WAIT_MS)
+    expect(page.locator(".frame.output-group")).to_contain_text(
+        "1 stdout (frame 2, in the output below)"
+    )
     line = page.locator(".output .line").first
     expect(line).to_contain_text("safe \\u202egnp.exe it is")
     shown = shell_line(argv)
@@ -137,6 +141,8 @@ def test_what_a_hook_says_in_lines_is_drawn_in_lines(page: Page, served: dict[st
     run_id = exec_run(served, {"argv": ["true"], "hooks": LISTING_HOOKS}, wait=True)
     page.goto(f"{origin(served)}/#/runs/{run_id}")
     expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    # A run that printed nothing says so: its output box is empty, not still coming.
+    expect(page.locator("#output-count")).to_have_text("(none: the script printed nothing)")
     drawn = page.evaluate(DRAWN_SAYINGS)
     assert drawn[".frame.ask .question"] == SAID_IN_LINES
     assert drawn[".frame.hook .advice li"] == "Fix these:\n  - a.py:3  unused\n  - b.py:7"

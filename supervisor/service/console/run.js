@@ -191,7 +191,8 @@ export class RunView {
     }
     this.label();
     const count = document.getElementById("output-count");
-    if (count) count.textContent = this.output.length ? `(${this.output.length.toLocaleString()} lines)` : "";
+    const n = this.output.length;
+    if (count) count.textContent = n ? `(${n.toLocaleString()} line${n === 1 ? "" : "s"})` : this.ended ? "(none: the script printed nothing)" : "";
     if (this.target !== null) this.reveal();
     this.toQuestion.drawn();
   }
@@ -271,7 +272,7 @@ export class RunView {
     if (!g) return;
     this.stale = null;
     const parts = Object.entries(g.counts).map(([k, n]) => `${n.toLocaleString()} ${k}`);
-    g.label.textContent = `${parts.join(", ")} (frames ${g.first}–${g.last}, in the output below)`;
+    g.label.textContent = `${parts.join(", ")} (${g.first === g.last ? `frame ${g.first}` : `frames ${g.first}–${g.last}`}, in the output below)`;
   }
 
   row(frame) {
