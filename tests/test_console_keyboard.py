@@ -38,6 +38,7 @@ from console_browser import (
     sign_in,
     tab_to,
 )
+from websockets.sync.client import connect
 
 #: The fixtures come from `console_browser`; named here so that pytest finds them.
 __all__ = ["browser", "page", "served"]
@@ -80,6 +81,23 @@ def test_a_question_answered_with_the_keyboard_keeps_the_focus_on_it(
     expect(state).to_be_focused()
     page.keyboard.press("Tab")  # and goes on from there, to the next frame's link
     expect(page.locator(".frame.hook a.seq").first).to_be_focused()
+
+
+def test_a_question_whose_run_was_cancelled_says_so(page: Page, served: dict[str, Any]) -> None:
+    # The run cancelled while its question waited (its client left, a server stopping): the
+    # question's line said 'settled', the word for nothing a person can act on.
+    sign_in(page, served)
+    server = served["server"]
+    request = {"argv": ["true"], "hooks": [GATE], "cancelOnDisconnect": True}
+    with connect(server.url + "/v1/exec", additional_headers=server.headers(), proxy=None) as ws:
+        ws.send(json.dumps(request))
+        run_id = json.loads(str(ws.recv(timeout=60)).split("\n")[0])["runId"]
+        page.goto(f"{origin(served)}/#/runs/{run_id}")
+        expect(page.get_by_role("button", name="Yes")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator(".frame.ask .ask-state")).to_have_text(
+        "not answered: the run was cancelled while the question waited for an answer"
+    )
 
 
 def test_back_to_the_list_on_a_phone_puts_the_focus_on_the_run(

@@ -274,6 +274,31 @@ def test_a_hook_s_coloured_stderr_is_drawn_in_colour_with_no_escape_code(
     assert error.evaluate(STYLE)[:3] == ["rgb(207, 34, 46)", "rgba(0, 0, 0, 0)", "700"]
 
 
+#: A formatter run as a hook, forced to colour: its plain stdout is its advice.
+COLOURED_ADVISER = {
+    "name": "fmt",
+    "on": "script",
+    "phase": "before",
+    "run": [PY, "-c", "print('\\x1b[33mwarning:\\x1b[0m 2 files would be reformatted')"],
+}
+
+
+def test_a_hook_s_coloured_advice_is_drawn_in_colour_with_no_escape_code(
+    page: Page, served: dict[str, Any]
+) -> None:
+    # Advice drew its escape codes as boxes ('\x1b[33mwarning:\x1b[0m …'), under the hook
+    # and in the result, where the hook's stderr is drawn in colour.
+    sign_in(page, served)
+    run_id = exec_run(served, {"argv": ["true"], "hooks": [COLOURED_ADVISER]}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    for where in (".frame.hook", ".frame.result"):
+        piece = page.locator(where, has_text="reformatted").locator(".advice li")
+        expect(piece).to_have_text("warning: 2 files would be reformatted")
+        warning = piece.locator("span", has_text="warning:")
+        assert warning.evaluate(STYLE)[0] != piece.evaluate(STYLE)[0], where
+
+
 #: A `before` hook that works for a few seconds (its own time: nothing waits on the test).
 SLOW_HOOK = {
     "name": "slow-check",

@@ -7,6 +7,7 @@ prints it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from console_browser import (
@@ -69,13 +70,89 @@ def test_a_reordering_character_never_turns_a_line_around(
     argv = [PY, "-c", f"print('safe {RLO}gnp.exe it is')", f"x{RLO}fdp.exe"]
     run_id = exec_run(served, {"argv": argv}, wait=True)
     page.goto(f"{origin(served)}/#/runs/{run_id}")
-    expect(page.locator("#output-count")).to_have_text("(1 lines)", timeout=WAIT_MS)
+    # One line is '1 line', from one frame ('1 lines', 'frames 2 to 2' before).
+    expect(page.locator("#output-count")).to_have_text("(1 line)", timeout=WAIT_MS)
+    expect(page.locator(".frame.output-group")).to_contain_text(
+        "1 stdout (frame 2, in the output below)"
+    )
     line = page.locator(".output .line").first
     expect(line).to_contain_text("safe \\u202egnp.exe it is")
     shown = shell_line(argv)
     expect(page.locator(".argv code")).to_have_text(shown)
     expect(page.locator(f'.runs a[href="#/runs/{run_id}"] .cmd')).to_have_text(shown)
     assert page.evaluate(REORDERED) == []
+
+
+#: The command line as it is drawn (`innerText`: what the eye reads, white space as laid out),
+#: in the run's heading, its start frame and its entry in the runs list.
+DRAWN_COMMAND = """(runId) => [
+  document.querySelector('.argv code'),
+  document.querySelector('.frame.start code'),
+  document.querySelector(`.runs a[href="#/runs/${runId}"] .cmd`),
+].map((e) => e && e.innerText)"""
+
+
+def test_a_command_line_keeps_its_spaces_as_drawn(page: Page, served: dict[str, Any]) -> None:
+    # Two spaces in a pattern, a program's indentation: drawn as one space, the command read
+    # off the page is another command.
+    sign_in(page, served)
+    argv = [PY, "-c", "def main():\n    return 'a  b'\n", "x  y"]
+    run_id = exec_run(served, {"argv": argv}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    assert page.evaluate(DRAWN_COMMAND, run_id) == [shell_line(argv)] * 3
+
+
+#: A question, a piece of advice and the refusal they make, each of several lines, as a hook
+#: writes a list: printf's `%s` writes the JSON as it is (its `\n` escapes stay escapes).
+SAID_IN_LINES = "Deploy these?\n  api  v2\n  web  v3"
+LISTING_HOOKS = [
+    {
+        "name": "lister",
+        "on": "script",
+        "phase": "before",
+        "effect": "ask",
+        "run": [
+            "sh",
+            "-c",
+            "printf '%s\\n' '"
+            + json.dumps(
+                {
+                    "advise": "Fix these:\n  - a.py:3  unused\n  - b.py:7",
+                    "ask": {"question": SAID_IN_LINES, "default": "no", "deadlineMs": 500},
+                }
+            )
+            + "'",
+        ],
+    }
+]
+
+#: What each of them is drawn as (`innerText`: lines and spaces as the eye reads them).
+DRAWN_SAYINGS = """() => Object.fromEntries(
+  ['.frame.ask .question', '.frame.hook .refusal', '.frame.hook .asked', '.frame.hook .advice li',
+   '.frame.error .message', '.facts .message']
+  .map((s) => [s, document.querySelector(s)?.innerText]))"""
+
+
+def test_what_a_hook_says_in_lines_is_drawn_in_lines(page: Page, served: dict[str, Any]) -> None:
+    # A question listing what it would deploy read 'Deploy these? api v2 web v3': its lines
+    # and spaces were laid out as HTML collapses them.
+    sign_in(page, served)
+    run_id = exec_run(served, {"argv": ["true"], "hooks": LISTING_HOOKS}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    # A run that printed nothing says so: its output box is empty, not still coming.
+    expect(page.locator("#output-count")).to_have_text("(none: the script printed nothing)")
+    drawn = page.evaluate(DRAWN_SAYINGS)
+    assert drawn[".frame.ask .question"] == SAID_IN_LINES
+    assert drawn[".frame.hook .advice li"] == "Fix these:\n  - a.py:3  unused\n  - b.py:7"
+    for said in (
+        ".frame.hook .refusal",
+        ".frame.hook .asked",
+        ".frame.error .message",
+        ".facts .message",
+    ):
+        assert SAID_IN_LINES in drawn[said], said
 
 
 #: Progress bars as programs draw them: a carriage return, then the line written over.

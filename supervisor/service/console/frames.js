@@ -19,8 +19,14 @@ function pre(text, cls = "") {
  * other escape sequence dropped, a progress bar's carriage returns written over), as the
  * run's output is. */
 function printed(text) {
+  return el("pre", {}, ...coloured(text));
+}
+
+/** Text a program printed, as spans in its colours (so is advice: a hook's plain stdout is
+ * its advice, a formatter's colours included). */
+function coloured(text) {
   const { pieces } = parse(text);
-  return el("pre", {}, ...(text.includes("\r") ? overwritten(pieces) : pieces).map((piece) => styleNode(el("span", {}, piece.text), piece.style)));
+  return (text.includes("\r") ? overwritten(pieces) : pieces).map((piece) => styleNode(el("span", {}, piece.text), piece.style));
 }
 
 /** The most characters of a command line, question or message a frame's link says. */
@@ -56,7 +62,7 @@ export function frameSaid(frame) {
 export function frameBody(frame, view) {
   switch (frame.type) {
     case FrameType.START:
-      return el("div", {}, el("code", {}, commandLine(frame.argv)));
+      return el("div", {}, el("code", { class: "cmdline" }, commandLine(frame.argv)));
     case FrameType.HOOK:
       return hookBody(frame);
     case FrameType.CALL:
@@ -115,7 +121,7 @@ function list(label, items) {
     "div",
     { class: label },
     el("span", { class: "label" }, `${label}: `),
-    el("ul", {}, ...items.slice(0, LIST_ITEMS).map((a) => el("li", {}, shown(String(a))))),
+    el("ul", {}, ...items.slice(0, LIST_ITEMS).map((a) => el("li", {}, ...coloured(shown(String(a)))))),
     more > 0 ? el("p", { class: "hint more" }, `… and ${more.toLocaleString("en")} more (all of them: Download frames)`) : null,
   );
 }

@@ -25,9 +25,10 @@ function keepFocus(from, to) {
 }
 
 /** What a settled question says: the answer that counts and who gave it, and whether the
- * answer this page sent (`sent`, or null) was not the one taken. */
-function settledText(asked, sent) {
-  if (!asked || !asked.answer) return "settled";
+ * answer this page sent (`sent`, or null) was not the one taken; with no answer, why (the
+ * hook frame's `reason`: the run was cancelled while it waited). */
+function settledText(asked, sent, reason) {
+  if (!asked || !asked.answer) return reason ? `not answered: ${reason}` : "not answered";
   const late = asked.by === AnsweredBy.DEADLINE;
   const said = late ? `nobody answered in time: "${asked.answer}" applied at its deadline` : `answered ${asked.answer} (by ${asked.by})`;
   if (sent === null || (!late && sent === asked.answer && asked.by === AnsweredBy.CLIENT)) return said;
@@ -190,7 +191,8 @@ export class RunView {
     }
     this.label();
     const count = document.getElementById("output-count");
-    if (count) count.textContent = this.output.length ? `(${this.output.length.toLocaleString()} lines)` : "";
+    const n = this.output.length;
+    if (count) count.textContent = n ? `(${n.toLocaleString()} line${n === 1 ? "" : "s"})` : this.ended ? "(none: the script printed nothing)" : "";
     if (this.target !== null) this.reveal();
     this.toQuestion.drawn();
   }
@@ -232,7 +234,7 @@ export class RunView {
     const outcome = this.outcome;
     const status = end ? (outcome ? outcome.type : FrameType.ERROR) : "running";
     this.head.replaceChildren(
-      el("p", { class: "argv" }, el("code", {}, commandLine(s.argv))),
+      el("p", { class: "argv" }, el("code", { class: "cmdline" }, commandLine(s.argv))),
       el(
         "dl",
         { class: "facts" },
@@ -243,7 +245,7 @@ export class RunView {
           ["exit code", end && end.exitCode !== null && end.exitCode !== undefined ? String(end.exitCode) : "—"],
           ["cwd", el("code", {}, s.cwd || "")],
           ["sandbox", s.sandbox || ""],
-          ...(end && outcome && outcome.type === FrameType.ERROR ? [["error", outcome.message]] : []),
+          ...(end && outcome && outcome.type === FrameType.ERROR ? [["error", el("span", { class: "message" }, outcome.message)]] : []),
         ].map(([term, value]) => el("div", {}, el("dt", {}, term), el("dd", {}, value))),
       ),
     );
@@ -270,7 +272,7 @@ export class RunView {
     if (!g) return;
     this.stale = null;
     const parts = Object.entries(g.counts).map(([k, n]) => `${n.toLocaleString()} ${k}`);
-    g.label.textContent = `${parts.join(", ")} (frames ${g.first}–${g.last}, in the output below)`;
+    g.label.textContent = `${parts.join(", ")} (${g.first === g.last ? `frame ${g.first}` : `frames ${g.first}–${g.last}`}, in the output below)`;
   }
 
   row(frame) {
@@ -336,7 +338,7 @@ export class RunView {
     const open = this.asks.get(obj.askId);
     const done = this.settled.get(obj.askId);
     if (open) open.state.textContent = visible(obj.message);
-    else if (done) done.state.textContent = visible(`${settledText(done.asked, null)}. ${obj.message}`);
+    else if (done) done.state.textContent = visible(`${settledText(done.asked, null, done.reason)}. ${obj.message}`);
   }
 
   settleAsk(hook) {
@@ -347,7 +349,8 @@ export class RunView {
       clearInterval(ask.timer);
       ask.left.remove();
       ask.asked = hook.asked;
-      ask.state.textContent = visible(settledText(hook.asked, ask.sent));
+      ask.reason = hook.reason;
+      ask.state.textContent = visible(settledText(hook.asked, ask.sent, hook.reason));
       this.asks.delete(id);
       this.toQuestion.gone(id);
       this.settled.set(id, ask);
