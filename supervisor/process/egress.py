@@ -6,14 +6,14 @@ TCP socket listening at 127.0.0.1:`LOOPBACK_PORT` in it, and hands the socket's 
 before anything else it says of the child (`runners/loopback.py`); the lease serves it
 (`Lease.serve`) while it is open: a socket keeps its namespace, so it accepts the child's
 connections from the supervisor's own. Whatever arrives there is judged against that
-lease's allow-list (`core/egress.py`) alone: an HTTP `CONNECT host:port` (a
-tunnel, HTTPS), or a plain HTTP request in absolute form (forwarded with `Connection:
-close`). The proxy resolves the name itself (the child has no resolver to ask) and
-connects; a host not allowed gets `403` with "blocked: HOST not in network" and is kept,
-once per host, in the lease's `refused`.
+lease's allow-list (`core/egress.py`) alone: an HTTP `CONNECT host:port` (a tunnel,
+HTTPS), or a plain HTTP request in absolute form (one a connection, its body as its head
+frames it, nothing after it: `egresshttp.py`). The proxy resolves the name itself (the child
+has no resolver to ask) and connects; a host not allowed gets `403` with "blocked: HOST not
+in network" and is kept, once per host, in the lease's `refused`.
 
 A lease's connections run in its own nursery: closing the lease (the child has been reaped)
-cancels them. Each read is bounded (`HEAD_BYTES` for a request's head), and a stalled
+cancels them. Each read is bounded (`egresshttp.HEAD_BYTES` for a request's head), and a stalled
 upstream is bounded by the child's own timeout, which ends the lease.
 """
 
@@ -33,12 +33,11 @@ import trio
 from ..core import egress
 from ..core.errors import HooksError
 from ..core.records import Record
+from . import egresshttp as http
 
 if TYPE_CHECKING:
     from .egressca import RunCA
 
-#: The most a request's head (request line and headers) may hold.
-HEAD_BYTES: Final = 64 * 1024
 #: The loopback port the child's proxy variables name, in its own network namespace (where
 #: the spawner listens for it: `runners/loopback.py` `PROXY_PORT`).
 LOOPBACK_PORT: Final = 3128
@@ -47,6 +46,16 @@ LOG_MAX: Final = 256
 #: How long the proxy tries to connect to an upstream host.
 CONNECT_TIMEOUT_S: Final = 10.0
 _CHUNK: Final = 64 * 1024
+#: What ends a connection, said or not: the child or the upstream gone, or a message cut short
+#: or framed so that it cannot be read.
+_ENDS: Final = (
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    OSError,
+    http.Ended,
+    http.TooLarge,
+    http.BadFraming,
+)
 
 
 class _Refused(HooksError):
@@ -169,24 +178,15 @@ async def _serve(listener: trio.socket.SocketType, lease: Lease, nursery: trio.N
 
 async def _connection(stream: trio.SocketStream, lease: Lease) -> None:
     async with stream:
+        wire = http.Wire(stream)
         try:
-            head, rest = await _read_head(stream)
-            await _handle(stream, lease, head, rest)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, _Refused):
+            try:
+                head = await wire.until(b"\r\n\r\n", http.HEAD_BYTES)
+            except http.TooLarge:
+                await _answer(stream, 431, f"request head over {http.HEAD_BYTES} bytes")
+            await _handle(wire, lease, head)
+        except (*_ENDS, _Refused):
             return
-
-
-async def _read_head(stream: trio.abc.Stream) -> tuple[bytes, bytes]:
-    data = bytearray()
-    while b"\r\n\r\n" not in data:
-        if len(data) > HEAD_BYTES:
-            await _answer(stream, 431, "request head too large")
-        chunk = await stream.receive_some(_CHUNK)
-        if not chunk:
-            raise _Refused
-        data += chunk
-    end = data.index(b"\r\n\r\n") + 4
-    return bytes(data[:end]), bytes(data[end:])
 
 
 async def _answer(stream: trio.abc.Stream, status: int, text: str) -> None:
@@ -204,7 +204,7 @@ async def _answer(stream: trio.abc.Stream, status: int, text: str) -> None:
 def _target(head: bytes) -> tuple[str, str, int, bytes] | None:
     """The method, host and port a head asks for, and the head to send upstream (None: not
     a request this proxy carries)."""
-    line, _, headers = head.partition(b"\r\n")
+    line = head.partition(b"\r\n")[0]
     parts = line.split(b" ")
     if len(parts) != 3:
         return None
@@ -221,54 +221,57 @@ def _target(head: bytes) -> tuple[str, str, int, bytes] | None:
     if not colon or not (port.isascii() and port.isdigit()):
         host, port = authority, "80"
     first = f"{method} /{path} {version}".encode("latin-1")
-    return method, host.strip("[]"), int(port), _closing(first, headers)
+    host = host.strip("[]")
+    # (the host judged is the one the upstream is told: a `Host` naming another is replaced)
+    said = (f"[{host}]" if ":" in host else host) + ("" if port == "80" else f":{int(port)}")
+    return method, host, int(port), http.closing(first, head, said.encode())
 
 
-def _origin_head(head: bytes) -> bytes:
-    """A request head read inside a terminated tunnel, to send upstream (one request a
-    connection: the next one comes on a new connection, and is read the same way)."""
-    line, _, headers = head.partition(b"\r\n")
-    return _closing(line, headers)
+def _origin_head(head: bytes, host: str, port: int) -> bytes | None:
+    """A request head read inside a terminated tunnel to `host:port`, to send upstream (None:
+    not one request to that host in origin form)."""
+    line = head.partition(b"\r\n")[0]
+    if len(parts := line.split(b" ")) != 3 or not parts[1].startswith(b"/"):
+        return None
+    return http.closing(line, head, egress.host_item(host, port).encode())
 
 
-def _closing(first: bytes, headers: bytes) -> bytes:
-    """`first` and `headers` without the hop-by-hop ones, with `Connection: close`."""
-    kept = [
-        h
-        for h in headers.split(b"\r\n")
-        if h and not h.lower().startswith((b"proxy-", b"connection:", b"keep-alive:"))
-    ]
-    return b"\r\n".join([first, *kept, b"Connection: close", b"", b""])
-
-
-async def _handle(stream: trio.SocketStream, lease: Lease, head: bytes, rest: bytes) -> None:
+async def _handle(wire: http.Wire, lease: Lease, head: bytes) -> None:
     target = _target(head)
     if target is None:
-        await _answer(stream, 400, "expected CONNECT host:port or an absolute http:// URL")
+        await _answer(wire, 400, "expected CONNECT host:port or an absolute http:// URL")
         return
     method, host, port, upstream_head = target
     host = host.lower()
     if not egress.host_name(host):
-        await _answer(stream, 400, "expected a host name or an IP address")
+        await _answer(wire, 400, "expected a host name or an IP address")
         return
     if not egress.allows(lease.rules, host, port):
-        await _answer(stream, 403, lease.refuse(host, port))
+        await _answer(wire, 403, lease.refuse(host, port))
         return
-    client: trio.abc.Stream = stream
-    tls: ssl.SSLContext | None = None
+    client, tls = wire, None
+    length: int | None = 0
     if method == "CONNECT":
-        await stream.send_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        await wire.send_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         if lease.ca is not None:  # the child trusts the run's CA alone: read its request
-            client = trio.SSLStream(stream, lease.ca.server_context(host), server_side=True)
-            await client.do_handshake()
-            head, rest = await _read_head(client)
-            upstream_head, tls = _origin_head(head), lease.upstream
+            ssl_stream = trio.SSLStream(wire, lease.ca.server_context(host), server_side=True)
+            await ssl_stream.do_handshake()
+            client, tls = http.Wire(ssl_stream), lease.upstream
+            head = await client.until(b"\r\n\r\n", http.HEAD_BYTES)
+            upstream_head = _origin_head(head, host, port) or b""
+            if not upstream_head:
+                await _answer(client, 400, f"expected a request for a path on {host}")
     if upstream_head:
         checked = lease.swapped(upstream_head, host, port)
         if isinstance(checked, str):
             await _answer(client, 403, checked)
             return
         upstream_head = checked
+        try:
+            length = http.body_length(head, answer=False)
+        except http.BadFraming:
+            await _answer(client, 400, "expected one Content-Length, or chunked alone")
+            return
     upstream: trio.abc.Stream | None = None
     try:
         with trio.fail_after(CONNECT_TIMEOUT_S):
@@ -283,18 +286,37 @@ async def _handle(stream: trio.SocketStream, lease: Lease, head: bytes, rest: by
         await _answer(client, 502, f"cannot reach {host}:{port}: {why or exc}")
         return
     async with upstream:
-        await upstream.send_all(upstream_head + rest)
+        if not upstream_head:  # a tunnel: both ways, each to its end
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_pump, client, upstream)
+                nursery.start_soon(_pump, upstream, client)
+            return
+        await upstream.send_all(upstream_head)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_pump, client, upstream)
-            nursery.start_soon(_pump, upstream, client)
+            # One request up (its body as its head frames it, nothing after it), its answer
+            # down; then the connection ends, whatever the child sent past its request.
+            nursery.start_soon(_request_body, client, upstream, length, nursery.cancel_scope)
+            with contextlib.suppress(*_ENDS):
+                await http.answer_back(http.Wire(upstream), client, head.split(b" ", 1)[0])
+            nursery.cancel_scope.cancel()
+
+
+async def _request_body(
+    client: http.Wire, upstream: trio.abc.Stream, length: int | None, scope: trio.CancelScope
+) -> None:
+    """Sends upstream the body of the request; the exchange ends if the child ends first."""
+    try:
+        await http.copy_body(client, upstream, length)
+    except _ENDS:
+        scope.cancel()
 
 
 async def _pump(src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         while data := await src.receive_some(_CHUNK):
             await dst.send_all(data)
-        if isinstance(dst, trio.SocketStream):
-            await dst.send_eof()
+        if isinstance(end := dst.stream if isinstance(dst, http.Wire) else dst, trio.SocketStream):
+            await end.send_eof()
 
 
 def doctor_lines(netns: bool | str) -> list[str]:
