@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 
-from .fieldmeta import _KEPT, _OMITTED, FROM_WIRE, SHOWN_WITH, TO_WIRE, WIRE
+from .fieldmeta import FROM_WIRE, KEEP_KEY, OMIT_KEY, SHOWN_WITH, TO_WIRE, WIRE
 
 if TYPE_CHECKING:
     import cattrs
@@ -70,8 +70,8 @@ def _unstructure_factory(converter: cattrs.Converter, cls: type) -> Callable[[An
     overrides: dict[str, Any] = {
         a.name: override(
             rename=wire_name(a),
-            omit_if_default=a.default is not attrs.NOTHING and not a.metadata.get(_KEPT, False),
-            omit=a.metadata.get(_OMITTED, False),
+            omit_if_default=a.default is not attrs.NOTHING and not a.metadata.get(KEEP_KEY, False),
+            omit=a.metadata.get(OMIT_KEY, False),
             unstruct_hook=a.metadata.get(TO_WIRE),
         )
         for a in fields
@@ -177,7 +177,7 @@ def _plain_form(cls: type) -> Callable[[Any], dict[str, Any]] | None:
     kept: list[_Field] = []
     optional: list[_Optional] = []
     for a in attrs.fields(cls):
-        if a.metadata.get(_OMITTED, False):
+        if a.metadata.get(OMIT_KEY, False):
             continue
         if not a.init or a.converter is not None or {SHOWN_WITH, TO_WIRE} & a.metadata.keys():
             return None
@@ -192,7 +192,7 @@ def _plain_form(cls: type) -> Callable[[Any], dict[str, Any]] | None:
         else:
             return None
         default: Any = a.default
-        if default is attrs.NOTHING or a.metadata.get(_KEPT, False):
+        if default is attrs.NOTHING or a.metadata.get(KEEP_KEY, False):
             kept.append((a.name, wire_name(a), make))
         elif not isinstance(default, attrs.Factory):  # type: ignore[arg-type]
             optional.append((a.name, wire_name(a), make, default, None))

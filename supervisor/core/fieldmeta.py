@@ -5,7 +5,8 @@ imports nothing, so that any record module can declare it.
 `{SHOWN_WITH: "other"}` keeps it there whenever the field `other` is true; `OMIT` keeps it off
 the wire (it stays in the process). `{FROM_WIRE: f}` makes the field's value from its JSON
 value, `f(value)` (a field the JSON leaves out keeps its default); `{TO_WIRE: g}` its JSON
-value, `g(value)`.
+value, `g(value)`. `KEEP_KEY` and `OMIT_KEY` are the keys `KEEP` and `OMIT` set, which the
+converter asks a field's metadata for.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from types import MappingProxyType
 from typing import Final
 
 WIRE: Final = "wire"
-_KEPT: Final = "mcpx.keep"
-KEEP: Final = MappingProxyType({_KEPT: True})
+KEEP_KEY: Final = "mcpx.keep"
+KEEP: Final = MappingProxyType({KEEP_KEY: True})
 SHOWN_WITH: Final = "mcpx.shown_with"
-_OMITTED: Final = "mcpx.omit"
-OMIT: Final = MappingProxyType({_OMITTED: True})
+OMIT_KEY: Final = "mcpx.omit"
+OMIT: Final = MappingProxyType({OMIT_KEY: True})
 FROM_WIRE: Final = "mcpx.from_wire"
 TO_WIRE: Final = "mcpx.to_wire"
