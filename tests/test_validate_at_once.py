@@ -155,3 +155,16 @@ def test_a_locked_hook_redefined_by_a_hook_with_a_problem_is_said_too(tmp_path: 
     local = project / ".mcpx-hooks.toml"
     assert pointers(lines) == [f"{local}:/hooks/0", f"{local}:/hooks/0/timeoutMs"], lines
     assert f'hook "gate" is locked by {user}:/hooks/0' in lines[0]
+
+
+def test_a_hook_that_is_not_a_table_is_said_not_a_traceback(tmp_path: Path) -> None:
+    """`{"hooks": [false, …]}`: the hook that is not an object is said, beside the rules over
+    the others, never a traceback."""
+    hooks = [False, {**GATE, "name": "x"}, {**GATE, "name": "x", "timeoutMs": "x"}]
+    (tmp_path / "c.json").write_text(json.dumps({"hooks": hooks}))
+    lines = validate(tmp_path, "c.json")
+    assert pointers(lines) == [
+        "c.json:/hooks/0",
+        "c.json:/hooks/2/name",
+        "c.json:/hooks/2/timeoutMs",
+    ]

@@ -61,7 +61,9 @@ def salvaged(doc: Any, problems: Sequence[Problem]) -> Salvaged | None:
                 tables["hooks"] = None  # (a pointer past the list: not one of its hooks)
                 continue
             key = rest[1] if len(rest) > 1 and isinstance(hook, dict) else WHOLE
-            hooks.setdefault(index, set()).add(key if key in hook else WHOLE)
+            hooks.setdefault(index, set()).add(
+                key if isinstance(hook, dict) and key in hook else WHOLE
+            )
         elif rest and isinstance(doc.get(head), dict) and rest[0] in doc[head]:
             entries = tables.setdefault(head, set())
             if entries is not None:
