@@ -543,3 +543,50 @@ def test_an_apikeyenv_is_taken_or_refused_without_being_repeated(given_: str) ->
     for problem in found:
         assert len(given_) < 8 or given_ not in problem.message, problem
         assert f"{len(given_)} characters" in problem.message, problem
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    doc=config_document(),
+    hooks=st.lists(
+        st.one_of(
+            hook_object(),
+            st.fixed_dictionaries(
+                {"on": st.just("script"), "phase": st.just("before"), "run": st.just(["true"])},
+                optional={
+                    "name": st.sampled_from(["x", "script.before.0"]),
+                    "failure": st.just("closed"),
+                    "effect": effect_word,
+                    "parallel": st.booleans(),
+                },
+            ),
+        ),
+        max_size=4,
+    ),
+    index=st.integers(0, 3),
+    suffix=st.sampled_from([".json", ".toml"]),
+)
+def test_a_problem_added_to_a_hook_hides_none_said_before(
+    doc: dict[str, Any], hooks: list[Any], index: int, suffix: str
+) -> None:
+    """Every problem a config has alone is still said when a hook of it gets another one (a
+    key the schema does not know): the rules across hooks and tables are checked beside it."""
+    name = f"c{suffix}"
+
+    def said(listed: list[Any]) -> set[Problem]:
+        whole = {**doc, "hooks": listed}
+        text = render(whole) if suffix == ".json" else toml_document(whole)
+        return set(validate_files([name], data=text.encode("utf-8", "surrogatepass")))
+
+    alone = said(hooks)
+    if (
+        index >= len(hooks)
+        or not isinstance(hooks[index], dict)
+        or any(
+            p.pointer == ""
+            for p in alone  # (a document not read: where is said moves with it)
+        )
+    ):
+        return
+    added = said([{**h, "zzzUnknown": 1} if i == index else h for i, h in enumerate(hooks)])
+    assert alone <= added, sorted(alone - added, key=str)

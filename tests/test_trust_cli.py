@@ -232,6 +232,28 @@ def test_trust_refuses_a_file_that_breaks_the_layers_it_joins(tmp_path: Path) ->
     assert out.returncode == 0 and out.stdout.startswith(f"trusted {local}"), out
 
 
+def test_hooks_list_says_a_project_file_not_applied_once(tmp_path: Path) -> None:
+    """`hooks list` on a project file not trusted printed its "not applied" line on stdout
+    and the same news as a warning on stderr. The listing says it (as `--json` lists it among
+    the entries): stderr stays empty, with and without `--json`."""
+    env = environment(tmp_path)
+    project = tmp_path / "p"
+    project.mkdir()
+    local = project / ".mcpx-hooks.toml"
+    local.write_text('[[hooks]]\nname = "chk"\non = "script"\nphase = "before"\nrun = ["true"]\n')
+    out = mcpx("hooks", "list", cwd=project, env=env)
+    assert (out.returncode, out.stderr) == (0, ""), out
+    assert out.stdout.splitlines() == [
+        "no hooks in force",
+        f"not applied: {local} (not trusted); to apply it: mcpx-hooks trust {local}",
+    ]
+    listed = mcpx("hooks", "list", "--json", cwd=project, env=env)
+    assert (listed.returncode, listed.stderr) == (0, ""), listed
+    assert json.loads(listed.stdout) == [
+        {"skipped": str(local), "reason": "not trusted", "trust": f"mcpx-hooks trust {local}"}
+    ]
+
+
 def test_trust_validates_the_bytes_it_pins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """trust read the file to pin it, then read it again to validate it: a file swapped in
     between (a valid one after an invalid one) was pinned invalid, 'trust refuses a file that
@@ -399,7 +421,8 @@ def test_a_project_whose_directory_name_holds_a_line_break_is_named_on_one_line(
         assert out.returncode == 0, out.stderr
         text = out.stdout + out.stderr
         assert "\x1b" not in text and "Traceback" not in text, text
-        assert f"mcpx-hooks: warning: skipped {shown}: a project config" in out.stderr, text
+        if args != ["hooks", "list"]:  # (which lists it on stdout instead)
+            assert f"mcpx-hooks: warning: skipped {shown}: a project config" in out.stderr, text
     assert f"not applied: {shown} (not trusted); to apply it: mcpx-hooks trust {shown}" in (
         mcpx("hooks", "list", cwd=project, env=env).stdout
     )

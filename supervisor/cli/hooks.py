@@ -103,7 +103,13 @@ def hooks_list(args: argparse.Namespace) -> int:
     from .printable import printable
     from .promptview import say_model_warnings, say_pinned_tool_warnings
 
-    config = load(args)
+    # A project file not applied is listed on stdout (`skipped_json`, "not applied: …"),
+    # so the warning loading said for it is not said again on stderr.
+    config = load(args, say=False)
+    listed = {f.said for f in config.skipped}
+    for warning in config.warnings:
+        if warning not in listed:
+            say(f"mcpx-hooks: warning: {warning}")
     say_model_warnings(config.hooks)
     say_pinned_tool_warnings(config, config.hooks)
     if args.json:

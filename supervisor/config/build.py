@@ -49,7 +49,7 @@ from ..core.models import PROMPT_TIMEOUT_MS, build_models, prompt_spec
 from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import DEFAULT_PHASE, Phase
 from ..core.records import Record
-from ..core.servers import ServerSpec, server_spec
+from ..core.servers import ServerSpec, server_spec, split_tool
 from .pluginrules import (
     exposed_name_warnings,
     plugin_problems,
@@ -58,6 +58,7 @@ from .pluginrules import (
     unknown_server_warnings,
 )
 from .policy import merge_layers
+from .salvage import WHOLE, unknown_in_force
 from .schemaparts import SCRIPT_PHASES
 from .serverrules import server_problems
 
@@ -73,6 +74,8 @@ class Decl(Record):
     declaring_dir: str
     #: A locked hook's: the `[defaults]` table in force where it was declared (`policy.py`).
     defaults: Mapping[str, Any] | None = None
+    #: `validate`: the keys a problem is under, taken out of `obj` (`salvage.py`); None: sound.
+    unsound: frozenset[str] | None = None
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -82,6 +85,8 @@ class Layer(Record):
     file: str
     doc: Mapping[str, Any]
     path: str | None = None
+    #: `validate`: the table entries a problem took out (`salvage.Salvaged.unknown`).
+    unknown: frozenset[tuple[str, ...]] = frozenset()
 
 
 def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
@@ -102,22 +107,40 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     problems: list[Problem] = list(policy.problems)
     for layer in layers:
         problems += server_env_problems(layer.file, layer.doc.get("servers", {}))
+    unknown = unknown_in_force((layer.doc, layer.unknown) for layer in layers)
     problems += server_problems(
-        [(layer.file, layer.doc.get("servers", {})) for layer in layers], merged.get("servers", {})
+        [(layer.file, layer.doc.get("servers", {})) for layer in layers],
+        merged.get("servers", {}),
+        unknown,
     )
     seen: dict[str, tuple[int, Decl]] = {}
     counts: dict[tuple[str, str], int] = {}
     common = _Common(declared_actions(), defaults, attrs.asdict(defaults, recurse=False))
-    for position, decl in enumerate(merged.get("hooks", [])):
-        obj = decl.obj
-        slot = (obj["on"], obj.get("phase", _DEFAULT_WORDS[0]))
-        index = counts[slot] = counts.get(slot, -1) + 1
-        name = obj.get("name") or f"{slot[0]}.{slot[1]}.{index}"
-        hook = _build_hook(decl, name, common, limits=limits, paths=paths)
+    decls: list[Decl] = merged.get("hooks", [])
+    # A hook whose point is not known (`validate`: a problem took it out) shifts the numbers
+    # of the default names after it: those are not held unique then.
+    certain = all(_slot(decl) is not None for decl in decls)
+    parallel: list[tuple[Hook, Decl]] = []
+    for position, decl in enumerate(decls):
+        obj, bad = decl.obj, decl.unsound or frozenset()
+        slot = _slot(decl)
+        index = 0 if slot is None else counts.setdefault(slot, -1) + 1
+        if slot is not None:
+            counts[slot] = index
+        default = f"{slot[0]}.{slot[1]}.{index}" if slot and certain else None
+        name = None if "name" in bad else obj.get("name") or default
+        if name is not None:
+            problems += _unique(seen, name, position, decl)
+        if not bad.isdisjoint(_FRAME):
+            continue  # (its point or action not known: nothing else of it can be checked)
+        hook = _build_hook(decl, name or "", common, limits=limits, paths=paths)
         if hook.action == Action.PROMPT:  # its model resolved; its own timeout, else 30 s
             timeout = obj.get("timeoutMs", PROMPT_TIMEOUT_MS)
             hook = attrs.evolve(hook, prompt=prompt_spec(obj, models), timeout_ms=timeout)
-        if hook.failure is Failure.CLOSED and hook.effect < REFUSING:
+        effect_known = "effect" not in bad and (
+            "effect" in obj or decl.defaults is not None or not unknown("defaults", "effect")
+        )
+        if hook.failure is Failure.CLOSED and hook.effect < REFUSING and effect_known:
             origin = "" if "effect" in obj else " (the default)"
             problems.append(
                 Problem(
@@ -127,26 +150,31 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
                     f' or above), found effect "{hook.effect.word}"{origin}',
                 )
             )
-        first_position, first = seen.setdefault(hook.name, (position, decl))
-        if first_position != position:
-            # `first is decl`: one declaration spliced in at two nulls.
-            again = "spliced in twice" if first is decl else "again"
-            problems.append(
-                Problem(
-                    decl.file,
-                    f"{decl.pointer}/name" if "name" in obj else decl.pointer,
-                    f'expected a unique hook name, found "{hook.name}" {again} (first declared'
-                    f" at {first.file}:{first.pointer or '/'})",
-                )
-            )
-        if egress.NETWORK_KEY in obj and hook.sandbox.value not in egress.CONFINING:
+        sandbox_known = "sandbox" not in bad and (
+            "sandbox" in obj or decl.defaults is not None or not unknown("defaults", "sandbox")
+        )
+        if (
+            egress.NETWORK_KEY in obj
+            and hook.sandbox.value not in egress.CONFINING
+            and sandbox_known
+        ):
             why = egress.unconfined(hook.sandbox.value)
             if "sandbox" not in obj:
                 why += " (its sandbox is [defaults] sandbox)"
             problems.append(Problem(decl.file, f"{decl.pointer}/{egress.NETWORK_KEY}", why))
         if hook.action == Action.PLUGIN:
-            problems += plugin_problems(hook, decl.file, decl.pointer, merged.get("servers", {}))
-        hooks.append(hook)
+            server, _ = split_tool(str(hook.target))
+            declared = None if unknown("servers", server) else merged.get("servers", {})
+            problems += plugin_problems(hook, decl.file, decl.pointer, declared)
+        if (
+            hook.parallel
+            and effect_known
+            and not unknown.table("autonomy")
+            and not bad & {"phase", "locked"}
+        ):
+            parallel.append((hook, decl))
+        if decl.unsound is None:
+            hooks.append(hook)
     autonomy = merged.get("autonomy", {})
     runs = merged.get("runs", {})
     history = merged.get("history", {})
@@ -191,7 +219,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         mcp_exec=bool(merged.get("mcp", {}).get("exec", True)),
         when_base=merged.get("when", {}).get("base"),
     )
-    problems += _parallel_problems(config, merged.get("hooks", []))
+    problems += _parallel_problems(config, parallel)
     named = exposed_name_warnings(config.hooks, config.servers, config.mcp_separator)
     named += server_name_warnings(config.servers, config.mcp_separator)
     named += unknown_server_warnings(config.hooks, config.servers)
@@ -200,15 +228,36 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     return config, problems
 
 
-def _parallel_problems(config: Config, decls: Sequence[Decl]) -> list[Problem]:
-    """Each `parallel = true` hook whose effect in force, as far as the config knows it (its
-    phase, the config's `[autonomy] hooks` unless it is locked, `autonomy.max`), is above
-    `PARALLEL_MAX`: hooks at once may not refuse, ask or replace (a caller's level can only
-    lower it further)."""
+def _unique(
+    seen: dict[str, tuple[int, Decl]], name: str, position: int, decl: Decl
+) -> list[Problem]:
+    """A problem when `name` was a hook's before (`seen`: each name's first hook)."""
+    first_position, first = seen.setdefault(name, (position, decl))
+    if first_position == position:
+        return []
+    # `first is decl`: one declaration spliced in at two nulls.
+    again = "spliced in twice" if first is decl else "again"
+    where = f"{decl.pointer}/name" if "name" in decl.obj else decl.pointer
+    said = f'expected a unique hook name, found "{name}" {again} (first declared at'
+    return [Problem(decl.file, where, f"{said} {first.file}:{first.pointer or '/'})")]
+
+
+def _slot(decl: Decl) -> tuple[str, str] | None:
+    """The point and phase of `decl`'s hook, which number its default name; None when a
+    problem took one of them out (`validate`)."""
+    if decl.unsound is not None and not decl.unsound.isdisjoint(_SLOT):
+        return None
+    on = decl.obj.get("on")
+    return (on, decl.obj.get("phase", _DEFAULT_WORDS[0])) if isinstance(on, str) else None
+
+
+def _parallel_problems(config: Config, pairs: Sequence[tuple[Hook, Decl]]) -> list[Problem]:
+    """Each `parallel = true` hook (of `pairs`: the parallel hooks and their declarations)
+    whose effect in force, as far as the config knows it (its phase, the config's
+    `[autonomy] hooks` unless it is locked, `autonomy.max`), is above `PARALLEL_MAX`: hooks
+    at once may not refuse, ask or replace (a caller's level can only lower it further)."""
     problems = []
-    for hook, decl in zip(config.hooks, decls, strict=True):
-        if not hook.parallel:
-            continue
+    for hook, decl in pairs:
         effect = effect_in_force(hook, config.autonomy_hooks, config.autonomy_max).effect
         if effect > PARALLEL_MAX:
             problems.append(
@@ -281,6 +330,10 @@ def _servers(
     }
 
 
+#: What numbers a hook's default name; and what it is built from (`validate`: a hook a
+#: problem took one of them out of is not built, `salvage.py`).
+_SLOT: Final = frozenset({WHOLE, "on", "phase"})
+_FRAME: Final = _SLOT | frozenset(declared_actions())
 #: The keys of a hook that override its `[defaults]`.
 _OVERRIDING: Final = frozenset({*(s.key for s in HOOK_SETTINGS), egress.NETWORK_KEY})
 #: The words of the tables' enums, looked up once a hook (a call of the enum costs more).

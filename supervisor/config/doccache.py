@@ -1,5 +1,5 @@
-"""The checked documents of the config files read lately, by their bytes; and what
-`validate` still layers of a document with problems (`salvaged`).
+"""The checked documents of the config files read lately, by their bytes (what `validate`
+still layers of a document with problems is `salvage.py`'s).
 
 A command may read one file more than once: `validate FILE` checks it on its own, then
 layered with the files found (for the warnings of what runs); `serve` layers its files again
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,26 +45,3 @@ def checked_document(
     while len(_kept) > KEPT:
         _kept.popitem(last=False)
     return doc, problems
-
-
-def salvaged(doc: Any, problems: Sequence[Problem]) -> tuple[Any, frozenset[int]]:
-    """What `validate` still layers of a document with `problems`: the document without each
-    top-level key a problem is under, and the indexes of the hooks to leave out (those a
-    problem is under). None when a problem is about the whole document."""
-    if not isinstance(doc, dict):
-        return None, frozenset()
-    keys: set[str] = set()
-    hooks: set[int] = set()
-    for problem in problems:
-        tokens = problem.pointer.split("/")[1:]
-        if not tokens:
-            return None, frozenset()
-        if tokens[0] == "hooks" and len(tokens) > 1 and tokens[1].isascii() and tokens[1].isdigit():
-            hooks.add(int(tokens[1]))
-        else:
-            keys.add(tokens[0].replace("~1", "/").replace("~0", "~"))
-    return {k: v for k, v in doc.items() if k not in keys}, frozenset(hooks)
-
-
-def without(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != key}

@@ -27,10 +27,11 @@ from ..core.places import shown_file
 from ..core.records import Record
 from . import files
 from .build import Decl, Layer, resolve
-from .doccache import checked_document, salvaged, without
+from .doccache import checked_document
 from .hookrules import hook_rules
 from .modelschema import key_name_rules
 from .problems import describe, outranked, pointer_key
+from .salvage import salvaged, without
 from .scriptrules import script_problems
 from .statefiles import checkout_holding, checkout_said, state_path
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
@@ -88,9 +89,11 @@ class _Loader(Record):
         if data is not None:  # (the same bytes under the same name: checked once)
             doc, problems = checked_document(data, path, file, _file_problems)
         directory = os.path.dirname(absolute)
-        dropped: frozenset[int] = frozenset()
+        kept = None
         if doc is not None and problems:
-            doc, dropped = salvaged(doc, problems) if self.salvage else (None, dropped)
+            kept = salvaged(doc, problems) if self.salvage else None
+            doc = None if kept is None else kept.doc
+        unknown = set() if kept is None else set(kept.unknown)
         for name in files.PATH_KEYS:
             if doc is not None and isinstance(doc.get(name), dict):
                 resolved, more = files.resolve_sandbox_paths(
@@ -98,19 +101,27 @@ class _Loader(Record):
                 )
                 problems += more
                 doc = resolved if not more else None if not self.salvage else without(doc, name)
+                unknown |= {(name,)} if more else set()
         self.note(file, problems)
         if doc is None:
             return
+        bad = {} if kept is None else kept.hooks
         decls = [
             None
             if obj is None
-            else Decl(obj, file, f"/hooks/{i}", Provenance(SourceKind.FILE, absolute, i), directory)
+            else Decl(
+                obj,
+                file,
+                f"/hooks/{i}",
+                Provenance(SourceKind.FILE, absolute, i),
+                directory,
+                unsound=bad.get(i),
+            )
             for i, obj in enumerate(doc.get("hooks", []))
-            if i not in dropped
+            if kept is None or i not in kept.dropped
         ]
-        self.layers.append(
-            Layer(file, {**doc, "hooks": decls} if "hooks" in doc else doc, absolute)
-        )
+        hooks = {**doc, "hooks": decls} if "hooks" in doc else doc
+        self.layers.append(Layer(file, hooks, absolute, frozenset(unknown)))
 
     def key(self, absolute: str, data: bytes) -> tuple[str, str, str | None]:
         return absolute, digest(data), self.environ.get("HOME")

@@ -24,13 +24,15 @@ from .trust import TrustState, pin_key
 PLUGIN_LACKS: Final = frozenset({"source", "artifacts"})
 
 
-def plugin_problems(hook: Hook, file: str, pointer: str, servers: Collection[str]) -> list[Problem]:
+def plugin_problems(
+    hook: Hook, file: str, pointer: str, servers: Collection[str] | None
+) -> list[Problem]:
     """What is wrong with plugin hook `hook` (declared at `file`:`pointer`), given the names
-    of the servers declared."""
+    of the servers declared (None: its server's table is not known, `validate` said why)."""
     assert isinstance(hook.target, str)
     server, _ = split_tool(hook.target)
     problems = []
-    if server not in servers:
+    if servers is not None and server not in servers:
         known = ", ".join(sorted(servers)) or "none"
         problems.append(
             Problem(

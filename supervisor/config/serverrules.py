@@ -5,7 +5,7 @@ naming a secret of the server's `secrets` list and nothing else looking like a r
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..core import egress
@@ -15,14 +15,20 @@ from .problems import pointer
 
 
 def server_problems(
-    files: Sequence[tuple[str, Mapping[str, Any]]], merged: Mapping[str, Any]
+    files: Sequence[tuple[str, Mapping[str, Any]]],
+    merged: Mapping[str, Any],
+    unknown: Callable[[str, str], bool] = lambda table, key: False,
 ) -> list[Problem]:
     """What is wrong with the `[servers]` tables of the layers (`files`: each file's name
-    and its `[servers]`, farthest first), given the tables they make together (`merged`)."""
+    and its `[servers]`, farthest first), given the tables they make together (`merged`).
+    A server `unknown("servers", name)` says a problem took out of a layer (`validate`) is
+    checked only on its own: what the layers make of it together is not known."""
     problems: list[Problem] = []
     for file, servers in files:
-        problems += _file_problems(file, servers, merged)
+        problems += _file_problems(file, servers, merged, unknown)
     for name, table in merged.items():
+        if unknown("servers", name):
+            continue
         given = [(f, s[name]) for f, s in files if isinstance(s, Mapping) and name in s]
         if len(given) > 1 and not any("command" in t and "url" in t for _, t in given):
             problems += _both_problems(given[-1][0], name, table)  # said once, at the nearest
@@ -30,7 +36,10 @@ def server_problems(
 
 
 def _file_problems(
-    file: str, servers: Mapping[str, Any], merged: Mapping[str, Any]
+    file: str,
+    servers: Mapping[str, Any],
+    merged: Mapping[str, Any],
+    unknown: Callable[[str, str], bool],
 ) -> list[Problem]:
     """What is wrong with the `[servers]` tables of one file (`servers`), given the tables
     all the layers make together (`merged`: a `secrets` list may come from another layer)."""
@@ -41,6 +50,8 @@ def _file_problems(
         if not isinstance(table, Mapping):
             continue
         at = ["servers", name]
+        # (what the layers make of a server a problem took out of one is not known)
+        known = not unknown("servers", name)
         if "command" in table and "url" in table:
             problems.append(
                 Problem(
@@ -50,7 +61,7 @@ def _file_problems(
                     " found both",
                 )
             )
-        elif "command" not in table and "url" not in table:
+        elif known and "command" not in table and "url" not in table:
             whole = merged.get(name, {})
             if "command" not in whole and "url" not in whole:
                 problems.append(
@@ -61,13 +72,20 @@ def _file_problems(
                     )
                 )
         profile = merged.get(name, {}).get("sandbox", egress.CONFINING[0])
-        if "network" in table and isinstance(profile, str) and profile not in egress.CONFINING:
+        if (
+            known
+            and "network" in table
+            and isinstance(profile, str)
+            and profile not in egress.CONFINING
+        ):
             problems.append(Problem(file, pointer([*at, "network"]), egress.unconfined(profile)))
         url = table.get("url")
         if isinstance(url, str):
             why = _url_problem(url)
             if why is not None:
                 problems.append(Problem(file, pointer([*at, "url"]), why))
+        if not known:
+            continue
         headers = table.get("headers")
         if isinstance(headers, Mapping):
             if "url" not in table and "url" not in merged.get(name, {}):
