@@ -14,7 +14,7 @@ import pytest
 from mcpx_hooks.supervisor.config.hookrewrite import _pointer_index
 from mcpx_hooks.supervisor.config.problems import pointer_key
 from mcpx_hooks.supervisor.core.placeholders import PlaceholderError, resolve
-from mcpx_hooks.supervisor.process.egress import _target
+from mcpx_hooks.supervisor.process.egresshttp import target as _target
 from mcpx_hooks.supervisor.service.access import COOKIE_PREFIX, cookie_name
 
 SUPERSCRIPT_TWO = "\u00b2"

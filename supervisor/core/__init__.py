@@ -87,11 +87,13 @@ __all__, __getattr__, __dir__ = exports(
             "clamp",
         ),
         "errors": (
+            "CAPACITY_ERRNOS",
             "ConfigError",
             "DEBUG_ENV",
             "HooksError",
             "Problem",
             "ProfileUnavailable",
+            "ROUTINE_ACCEPT_ERRNOS",
             "SandboxUnavailable",
             "SpawnError",
             "SpawnModeError",

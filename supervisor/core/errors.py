@@ -10,11 +10,23 @@ imports the supervisor, and what it raises never leaves the hook or script proce
 
 from __future__ import annotations
 
+import errno
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .hooks import SkippedFile
+
+
+#: What `accept(2)` says when the process or the system has no descriptor (or buffer) left:
+#: a server waits, or makes room, and tries again (`service/accepting.py`, the egress proxy).
+CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+#: What `accept(2)` may say of one connection that leaves the others to take (trio's list).
+ROUTINE_ACCEPT_ERRNOS = frozenset(
+    {errno.ECONNABORTED, errno.EPROTO, errno.ENETDOWN, errno.ENOPROTOOPT, errno.EHOSTDOWN}
+    | {errno.ENONET, errno.EHOSTUNREACH, errno.EOPNOTSUPP, errno.ENETUNREACH, errno.EINTR}
+)
 
 
 class HooksError(Exception):

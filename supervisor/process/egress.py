@@ -13,8 +13,15 @@ has no resolver to ask) and connects; a host not allowed gets `403` with "blocke
 in network" and is kept, once per host, in the lease's `refused`.
 
 A lease's connections run in its own nursery: closing the lease (the child has been reaped)
-cancels them. Each read is bounded (`egresshttp.HEAD_BYTES` for a request's head), and a stalled
-upstream is bounded by the child's own timeout, which ends the lease.
+cancels them. A child has at most `CONNECTIONS_MAX` connections served at once; the one past
+them is answered `503` at once, and past `HELD_MAX` held in all the proxy stops accepting
+until one ends (the rest wait in the child's own queue, in its own namespace): a child
+opening connections without end holds a bounded number of the supervisor's descriptors, and
+no other child's. A connection has `HEAD_TIMEOUT_S` to send its request's head (`408`), and
+`HEAD_BYTES` for it (`431`); a refusal is followed by reading what the client still sends
+(`LINGER_S`, `LINGER_BYTES`), so that it reads the answer, not a reset. `accept` finding no
+descriptor left is waited out and tried again. A stalled upstream is bounded by the child's
+own timeout, which ends the lease.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
-from ..core import egress
+from ..core import CAPACITY_ERRNOS, ROUTINE_ACCEPT_ERRNOS, egress
+from ..core.backoff import retry_wait_s
 from ..core.errors import HooksError
 from ..core.records import Record
 from . import egresshttp as http
@@ -45,12 +53,40 @@ LOOPBACK_PORT: Final = 3128
 LOG_MAX: Final = 256
 #: How long the proxy tries to connect to an upstream host.
 CONNECT_TIMEOUT_S: Final = 10.0
+#: The most connections one child has served through the proxy at once: past them, a new one
+#: is answered `503` (by default npm opens 15 to a host at most, uv 50 downloads at once).
+CONNECTIONS_MAX: Final = 64
+#: The most connections of one child the proxy holds at once, those it is refusing with them:
+#: past them it accepts no more until one ends (two descriptors at most for each served one,
+#: one for each refused).
+HELD_MAX: Final = CONNECTIONS_MAX + 16
+#: How long a connection has to send its request's head (a `CONNECT`, and, in a tunnel whose
+#: TLS the proxy reads, the handshake and the request's head there): past it, `408`.
+HEAD_TIMEOUT_S: Final = 10.0
+#: After a refusal, how long (and how many bytes) the proxy reads what the client still sends
+#: before it closes: closed with unread bytes, a connection is reset, and the client reads the
+#: reset in place of the answer.
+LINGER_S: Final = 2.0
+LINGER_BYTES: Final = 1 << 20
+#: The first and the longest wait before accepting again when there is no descriptor left.
+ACCEPT_RETRY_S: Final = 0.1
+ACCEPT_RETRY_MAX_S: Final = 2.0
+#: The reason phrase of each status the proxy answers itself.
+_REASONS: Final = {
+    400: "Bad Request",
+    403: "Forbidden",
+    408: "Request Timeout",
+    431: "Too Large",
+    502: "Bad Gateway",
+    503: "Too Many Connections",
+}
 _CHUNK: Final = 64 * 1024
 #: What ends a connection, said or not: the child or the upstream gone, or a message cut short
 #: or framed so that it cannot be read.
 _ENDS: Final = (
     trio.BrokenResourceError,
     trio.ClosedResourceError,
+    trio.TooSlowError,
     OSError,
     http.Ended,
     http.TooLarge,
@@ -85,6 +121,9 @@ class Lease(Record):
     logged: int = 0
     #: Refusals of hosts past the `HOSTS_SAID_MAX` kept in `refused`: counted only.
     unkept: int = 0
+    #: Its connections served now, and those held in all (`CONNECTIONS_MAX`, `HELD_MAX`).
+    serving: int = 0
+    held: trio.Semaphore = attrs.field(factory=lambda: trio.Semaphore(HELD_MAX))
 
     def since(self, mark: int) -> list[tuple[str, int]]:
         """The refusals after the first `mark` (as far as the log keeps them)."""
@@ -170,74 +209,89 @@ class EgressProxy:
 
 
 async def _serve(listener: trio.socket.SocketType, lease: Lease, nursery: trio.Nursery) -> None:
-    with listener, contextlib.suppress(OSError):  # (shut down: its child's tree is gone)
+    """Accepts the child's connections until the lease ends (or the socket is shut down: its
+    child's tree is gone), each served in `nursery` while it holds one of `lease.held`."""
+    failures = 0
+    with listener:
         while True:
-            conn, _ = await listener.accept()
-            nursery.start_soon(_connection, trio.SocketStream(conn), lease)
-
-
-async def _connection(stream: trio.SocketStream, lease: Lease) -> None:
-    async with stream:
-        wire = http.Wire(stream)
-        try:
+            await lease.held.acquire()
             try:
-                head = await wire.until(b"\r\n\r\n", http.HEAD_BYTES)
-            except http.TooLarge:
-                await _answer(stream, 431, f"request head over {http.HEAD_BYTES} bytes")
-            await _handle(wire, lease, head)
-        except (*_ENDS, _Refused):
-            return
+                conn, _ = await listener.accept()
+            except OSError as exc:
+                lease.held.release()
+                if exc.errno in ROUTINE_ACCEPT_ERRNOS:
+                    continue
+                if exc.errno not in CAPACITY_ERRNOS:
+                    return
+                failures += 1  # (no descriptor left: the supervisor's, not the child's doing)
+                await trio.sleep(retry_wait_s(failures, ACCEPT_RETRY_S, ACCEPT_RETRY_MAX_S))
+                continue
+            failures = 0
+            if not (crowded := lease.serving >= CONNECTIONS_MAX):
+                lease.serving += 1
+            nursery.start_soon(_connection, trio.SocketStream(conn), lease, crowded)
+
+
+async def _connection(stream: trio.SocketStream, lease: Lease, crowded: bool) -> None:
+    try:
+        async with stream:
+            try:
+                if crowded:
+                    await _answer(stream, 503, _crowded_text())
+                await _handle(http.Wire(stream), lease)
+            except _Refused:
+                await _linger(stream)
+            except _ENDS:
+                return
+    finally:
+        if not crowded:
+            lease.serving -= 1
+        lease.held.release()
+
+
+def _crowded_text() -> str:
+    return (
+        f"too many connections at once: this child has {CONNECTIONS_MAX} connections open"
+        " through the proxy, the most it may; close one, or open fewer at once"
+    )
+
+
+async def _linger(stream: trio.SocketStream) -> None:
+    """Ends the sending side of a refused connection and reads what the client still sends
+    (at most `LINGER_BYTES`, for at most `LINGER_S`): closed with unread bytes, the
+    connection would be reset, and the client read the reset, not the refusal."""
+    with trio.move_on_after(LINGER_S), contextlib.suppress(*_ENDS):
+        await stream.send_eof()
+        left = LINGER_BYTES
+        while left > 0 and (data := await stream.receive_some(_CHUNK)):
+            left -= len(data)
+
+
+async def _head(wire: http.Wire) -> bytes:
+    """The request's head, within `HEAD_TIMEOUT_S` and `HEAD_BYTES` (else answered)."""
+    with trio.move_on_after(HEAD_TIMEOUT_S):
+        try:
+            return await wire.until(b"\r\n\r\n", http.HEAD_BYTES)
+        except http.TooLarge:
+            await _answer(wire, 431, f"request head over {http.HEAD_BYTES} bytes")
+    await _answer(wire, 408, f"no request head within {HEAD_TIMEOUT_S:g} s")
+    raise AssertionError("unreachable")  # (`_answer` raises)
 
 
 async def _answer(stream: trio.abc.Stream, status: int, text: str) -> None:
     """Answers the child with `status` and `text`, and ends the connection."""
     body = (text + "\n").encode()
-    reason = {400: "Bad Request", 403: "Forbidden", 431: "Too Large", 502: "Bad Gateway"}
     await stream.send_all(
-        f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\nContent-Type: text/plain\r\n"
+        f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: text/plain\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
         + body
     )
     raise _Refused
 
 
-def _target(head: bytes) -> tuple[str, str, int, bytes] | None:
-    """The method, host and port a head asks for, and the head to send upstream (None: not
-    a request this proxy carries)."""
-    line = head.partition(b"\r\n")[0]
-    parts = line.split(b" ")
-    if len(parts) != 3:
-        return None
-    method, uri, version = (p.decode("latin-1") for p in parts)
-    if method == "CONNECT":
-        host, _, port = uri.rpartition(":")
-        if not (port.isascii() and port.isdigit()):
-            return None
-        return method, host.strip("[]"), int(port), b""
-    if not uri.startswith("http://"):
-        return None
-    authority, _, path = uri[len("http://") :].partition("/")
-    host, colon, port = authority.rpartition(":")
-    if not colon or not (port.isascii() and port.isdigit()):
-        host, port = authority, "80"
-    first = f"{method} /{path} {version}".encode("latin-1")
-    host = host.strip("[]")
-    # (the host judged is the one the upstream is told: a `Host` naming another is replaced)
-    said = (f"[{host}]" if ":" in host else host) + ("" if port == "80" else f":{int(port)}")
-    return method, host, int(port), http.closing(first, head, said.encode())
-
-
-def _origin_head(head: bytes, host: str, port: int) -> bytes | None:
-    """A request head read inside a terminated tunnel to `host:port`, to send upstream (None:
-    not one request to that host in origin form)."""
-    line = head.partition(b"\r\n")[0]
-    if len(parts := line.split(b" ")) != 3 or not parts[1].startswith(b"/"):
-        return None
-    return http.closing(line, head, egress.host_item(host, port).encode())
-
-
-async def _handle(wire: http.Wire, lease: Lease, head: bytes) -> None:
-    target = _target(head)
+async def _handle(wire: http.Wire, lease: Lease) -> None:
+    head = await _head(wire)
+    target = http.target(head)
     if target is None:
         await _answer(wire, 400, "expected CONNECT host:port or an absolute http:// URL")
         return
@@ -255,10 +309,11 @@ async def _handle(wire: http.Wire, lease: Lease, head: bytes) -> None:
         await wire.send_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         if lease.ca is not None:  # the child trusts the run's CA alone: read its request
             ssl_stream = trio.SSLStream(wire, lease.ca.server_context(host), server_side=True)
-            await ssl_stream.do_handshake()
+            with trio.fail_after(HEAD_TIMEOUT_S):  # (no answer it could read: it just ends)
+                await ssl_stream.do_handshake()
             client, tls = http.Wire(ssl_stream), lease.upstream
-            head = await client.until(b"\r\n\r\n", http.HEAD_BYTES)
-            upstream_head = _origin_head(head, host, port) or b""
+            head = await _head(client)
+            upstream_head = http.origin_head(head, host, port) or b""
             if not upstream_head:
                 await _answer(client, 400, f"expected a request for a path on {host}")
     if upstream_head:

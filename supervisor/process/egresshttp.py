@@ -16,6 +16,7 @@ from typing import Final
 
 import trio
 
+from ..core import egress
 from ..core.errors import HooksError
 
 #: The most a request's or an answer's head (first line and headers) may hold.
@@ -175,3 +176,38 @@ async def answer_back(upstream: Wire, client: trio.abc.Stream, method: bytes) ->
     await client.send_all(closing(head.split(b"\r\n", 1)[0], head))
     if method != b"HEAD" and code not in _BODILESS:
         await copy_body(upstream, client, body_length(head, answer=True))
+
+
+def target(head: bytes) -> tuple[str, str, int, bytes] | None:
+    """The method, host and port a head asks for, and the head to send upstream (None: not
+    a request this proxy carries)."""
+    line = head.partition(b"\r\n")[0]
+    parts = line.split(b" ")
+    if len(parts) != 3:
+        return None
+    method, uri, version = (p.decode("latin-1") for p in parts)
+    if method == "CONNECT":
+        host, _, port = uri.rpartition(":")
+        if not (port.isascii() and port.isdigit()):
+            return None
+        return method, host.strip("[]"), int(port), b""
+    if not uri.startswith("http://"):
+        return None
+    authority, _, path = uri[len("http://") :].partition("/")
+    host, colon, port = authority.rpartition(":")
+    if not colon or not (port.isascii() and port.isdigit()):
+        host, port = authority, "80"
+    first = f"{method} /{path} {version}".encode("latin-1")
+    host = host.strip("[]")
+    # (the host judged is the one the upstream is told: a `Host` naming another is replaced)
+    said = (f"[{host}]" if ":" in host else host) + ("" if port == "80" else f":{int(port)}")
+    return method, host, int(port), closing(first, head, said.encode())
+
+
+def origin_head(head: bytes, host: str, port: int) -> bytes | None:
+    """A request head read inside a terminated tunnel to `host:port`, to send upstream (None:
+    not one request to that host in origin form)."""
+    line = head.partition(b"\r\n")[0]
+    if len(parts := line.split(b" ")) != 3 or not parts[1].startswith(b"/"):
+        return None
+    return closing(line, head, egress.host_item(host, port).encode())

@@ -31,21 +31,16 @@ from typing import Final
 
 import trio
 
+from ..core import CAPACITY_ERRNOS, ROUTINE_ACCEPT_ERRNOS
+
 logger = logging.getLogger("mcpx_hooks.server")
 
-#: What `accept(2)` says when the process or the system has no descriptor (or buffer) left.
-CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 #: Connections taken from the listener's queue in one go, before the other tasks run. One
 #: at a time, a client that opens and closes sockets flat out filled the queue faster than
 #: it was taken, and every other client's connection waited in it behind thousands of
 #: those (a second and more); taken in batches, the queue empties as it fills, and the
 #: handshakes under way stay bounded by `--max-pending` (past it the oldest is dropped).
 ACCEPT_BATCH: Final = 64
-#: What `accept(2)` may say of one connection that leaves the others to take (trio's list).
-_ROUTINE: Final = frozenset(
-    {errno.ECONNABORTED, errno.EPROTO, errno.ENETDOWN, errno.ENOPROTOOPT, errno.EHOSTDOWN}
-    | {errno.ENONET, errno.EHOSTUNREACH, errno.EOPNOTSUPP, errno.ENETUNREACH, errno.EINTR}
-)
 #: How long to wait before trying again when there is no handshake to drop.
 RETRY_S: Final = 0.1
 #: The shortest time between two warnings of a full descriptor table.
@@ -180,7 +175,7 @@ def _taking(listener: trio.SocketListener) -> Iterator[Callable[[], Iterator[tri
             except BlockingIOError:
                 return
             except OSError as exc:
-                if exc.errno in _ROUTINE:
+                if exc.errno in ROUTINE_ACCEPT_ERRNOS:
                     continue
                 raise
             try:
