@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import unicodedata
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,8 +34,8 @@ from mcpx_hooks.supervisor.history.search import (
     plain,
     query,
     shown_text,
-    snippet,
 )
+from mcpx_hooks.supervisor.history.snippets import snippet
 from mcpx_hooks.supervisor.history.store import History, Written
 from mcpx_hooks.supervisor.run.journals import Journals
 from mcpx_hooks.supervisor.service.protocolevents import Request
@@ -333,12 +334,23 @@ def test_the_writer_indexes_at_most_its_budget_and_drops_only_what_it_indexed(
     assert history.search("needle") == []
 
 
-def test_snippet_is_one_line_cut_around_the_first_term() -> None:
+def test_snippet_is_the_line_as_printed_cut_around_the_first_term() -> None:
     text = "a" * 300 + " needle " + "b" * 300
     cut = snippet(text, ["needle"])
     assert "needle" in cut and cut.startswith("…") and cut.endswith("…")
     assert len(cut) <= 162
-    assert snippet("two\nlines", ["two"]) == "two lines"
+    # The line that holds the term, its spaces and tabs as printed; `…` for the other lines.
+    assert snippet("first\n  two  spaces\tand a tab\nlast", ["spaces"]) == (
+        "…  two  spaces\tand a tab…"
+    )
+    assert snippet("one line\n", ["line"]) == "one line"
+    assert snippet("no term\nhere", ["absent"]) == "no term…"
+    # Found as the index finds it: case, accents and the separators of a phrase aside.
+    long = "x" * 400 + " Café-Crème " + "y" * 400
+    assert "Café-Crème" in snippet(long, ["cafe creme"])
+    # A cut never leaves an accent without its letter.
+    accented = "e\u0301" * 200 + " needle " + "e\u0301" * 200
+    assert not unicodedata.combining(snippet(accented, ["needle"])[1])
 
 
 @pytest.mark.parametrize("typed", HOSTILE)
