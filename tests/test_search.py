@@ -118,10 +118,13 @@ functions(MEMORY)
 
 def test_frame_text_reads_lists_and_values_and_skips_the_rest() -> None:
     hook = {"type": "hook", "name": "lint", "advice": ["fix a", "fix b"], "status": "failed"}
-    assert frame_text(MEMORY, json.dumps(hook)) == 'lint\n["fix a","fix b"]'
+    assert frame_text(MEMORY, json.dumps(hook)) == "lint\nfix a\nfix b"
     assert shown_text(hook) == "lint\nfix a fix b"  # what a snippet shows
     emit = {"type": "emit", "value": {"k": [1, "two"]}}
-    assert frame_text(MEMORY, json.dumps(emit)) == '{"k":[1,"two"]}'
+    assert frame_text(MEMORY, json.dumps(emit)).split() == ["k", "1", "two"]
+    # A list's strings as they are, never their JSON (where `\n` glued `n` to the next word).
+    start = {"type": "start", "argv": ["py", "-c", "x=1\nzebra\tword"]}
+    assert frame_text(MEMORY, json.dumps(start)).split() == ["py", "-c", "x=1", "zebra", "word"]
     assert shown_text(emit) == '{"k":[1,"two"]}'
     assert shown_text({"type": "nope"}) == shown_text([]) == ""
     assert frame_text(MEMORY, '{"type": "end", "exitCode": 0}') == ""
@@ -272,8 +275,12 @@ def test_any_text_is_indexed_and_its_rows_deleted_as_indexed(texts: list[str]) -
             db.close()
 
 
-def test_a_history_indexed_with_the_escapes_is_indexed_again_without(tmp_path: Path) -> None:
-    # A history of schema version 2 indexed a line's text as it came, escapes and all.
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_history_indexed_with_the_escapes_is_indexed_again_without(
+    tmp_path: Path, version: int
+) -> None:
+    # A history of schema version 2 indexed a line's text as it came, escapes and all (and
+    # version 3 a list's text as its JSON): the first writer indexes it again.
     path = tmp_path / "h.db"
     db = sqlite3.connect(path)
     db.executescript(_SCHEMA + SCHEMA)
@@ -285,7 +292,7 @@ def test_a_history_indexed_with_the_escapes_is_indexed_again_without(tmp_path: P
     db.execute(
         "INSERT INTO search(rowid, text) VALUES (?, ?)", (1 << 32, "test_a \x1b[31mFAILED\x1b[0m")
     )
-    db.execute("PRAGMA user_version = 2")
+    db.execute(f"PRAGMA user_version = {version}")
     db.commit()
     db.close()
     history = History.open(path)

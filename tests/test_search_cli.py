@@ -298,3 +298,16 @@ def test_a_snippet_is_the_line_as_printed_and_a_command_line_as_runs_list_shows_
         ["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, text=True, check=True
     )
     assert again.stdout.split("\0")[:-1] == [sys.executable, "-c", PRINTED]
+
+
+def test_a_word_after_a_line_break_in_an_argument_is_found(tmp_path: Path) -> None:
+    """An argument's words after a line break or a tab are found (the index held the argv's
+    JSON, where `x=1\\nzebra` is one word `nzebra`: `runs search zebra` found nothing)."""
+    (tmp_path / "c.toml").write_text("[history]\n")
+    code = "x = 1\nzebra_words = 2\ny = 3;\tcolumn_after_tab = 4\n"
+    done = mcpx("exec", "--config", "c.toml", "--json", "--", sys.executable, "-c", code,
+                cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for typed in ("zebra", "column", '"zebra words"', "x"):
+        got = mcpx("runs", "search", typed, "--config", "c.toml", "--json", cwd=tmp_path)
+        assert [m["seq"] for m in json.loads(got.stdout)] == [0], (typed, got.stdout)

@@ -114,7 +114,7 @@ def text_sql() -> str:
         parts = []
         for name in names:
             assert camel(name).isidentifier()
-            parts.append(f"json_extract(v.value, '$.{camel(name)}')")
+            parts.append(_field_sql(f"'$.{camel(name)}'"))
         if len(parts) > 1:
             joined = " || ".join(f"coalesce({part} || char(10), '')" for part in parts)
             parts = [f"rtrim({joined}, char(10))"]
@@ -125,6 +125,20 @@ def text_sql() -> str:
     return (
         f"(SELECT CASE WHEN instr(t, char(27)) OR instr(t, char(155)) THEN {PLAIN_SQL}(t)"
         f" ELSE t END FROM (SELECT {text} AS t))"
+    )
+
+
+def _field_sql(path: str) -> str:
+    """SQL of one field's text: a string as it is; a list or an object as its strings, keys
+    and values, one after the other (never its JSON text, where a line break in an argument
+    is `\\n` and glued the next word to an `n`: `x=1\\nzebra` indexed `nzebra`)."""
+    leaves = (
+        "(SELECT group_concat(iif(typeof(key) = 'text', key || ' ', '') || coalesce(atom, ''),"
+        f" char(10)) FROM json_tree(v.value, {path}) WHERE fullkey != {path})"
+    )
+    return (
+        f"CASE json_type(v.value, {path}) WHEN 'array' THEN {leaves} WHEN 'object' THEN"
+        f" {leaves} ELSE json_extract(v.value, {path}) END"
     )
 
 
