@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import unicodedata
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,8 +34,8 @@ from mcpx_hooks.supervisor.history.search import (
     plain,
     query,
     shown_text,
-    snippet,
 )
+from mcpx_hooks.supervisor.history.snippets import snippet
 from mcpx_hooks.supervisor.history.store import History, Written
 from mcpx_hooks.supervisor.run.journals import Journals
 from mcpx_hooks.supervisor.service.protocolevents import Request
@@ -117,10 +118,13 @@ functions(MEMORY)
 
 def test_frame_text_reads_lists_and_values_and_skips_the_rest() -> None:
     hook = {"type": "hook", "name": "lint", "advice": ["fix a", "fix b"], "status": "failed"}
-    assert frame_text(MEMORY, json.dumps(hook)) == 'lint\n["fix a","fix b"]'
+    assert frame_text(MEMORY, json.dumps(hook)) == "lint\nfix a\nfix b"
     assert shown_text(hook) == "lint\nfix a fix b"  # what a snippet shows
     emit = {"type": "emit", "value": {"k": [1, "two"]}}
-    assert frame_text(MEMORY, json.dumps(emit)) == '{"k":[1,"two"]}'
+    assert frame_text(MEMORY, json.dumps(emit)).split() == ["k", "1", "two"]
+    # A list's strings as they are, never their JSON (where `\n` glued `n` to the next word).
+    start = {"type": "start", "argv": ["py", "-c", "x=1\nzebra\tword"]}
+    assert frame_text(MEMORY, json.dumps(start)).split() == ["py", "-c", "x=1", "zebra", "word"]
     assert shown_text(emit) == '{"k":[1,"two"]}'
     assert shown_text({"type": "nope"}) == shown_text([]) == ""
     assert frame_text(MEMORY, '{"type": "end", "exitCode": 0}') == ""
@@ -271,8 +275,12 @@ def test_any_text_is_indexed_and_its_rows_deleted_as_indexed(texts: list[str]) -
             db.close()
 
 
-def test_a_history_indexed_with_the_escapes_is_indexed_again_without(tmp_path: Path) -> None:
-    # A history of schema version 2 indexed a line's text as it came, escapes and all.
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_history_indexed_with_the_escapes_is_indexed_again_without(
+    tmp_path: Path, version: int
+) -> None:
+    # A history of schema version 2 indexed a line's text as it came, escapes and all (and
+    # version 3 a list's text as its JSON): the first writer indexes it again.
     path = tmp_path / "h.db"
     db = sqlite3.connect(path)
     db.executescript(_SCHEMA + SCHEMA)
@@ -284,7 +292,7 @@ def test_a_history_indexed_with_the_escapes_is_indexed_again_without(tmp_path: P
     db.execute(
         "INSERT INTO search(rowid, text) VALUES (?, ?)", (1 << 32, "test_a \x1b[31mFAILED\x1b[0m")
     )
-    db.execute("PRAGMA user_version = 2")
+    db.execute(f"PRAGMA user_version = {version}")
     db.commit()
     db.close()
     history = History.open(path)
@@ -333,12 +341,23 @@ def test_the_writer_indexes_at_most_its_budget_and_drops_only_what_it_indexed(
     assert history.search("needle") == []
 
 
-def test_snippet_is_one_line_cut_around_the_first_term() -> None:
+def test_snippet_is_the_line_as_printed_cut_around_the_first_term() -> None:
     text = "a" * 300 + " needle " + "b" * 300
     cut = snippet(text, ["needle"])
     assert "needle" in cut and cut.startswith("…") and cut.endswith("…")
     assert len(cut) <= 162
-    assert snippet("two\nlines", ["two"]) == "two lines"
+    # The line that holds the term, its spaces and tabs as printed; `…` for the other lines.
+    assert snippet("first\n  two  spaces\tand a tab\nlast", ["spaces"]) == (
+        "…  two  spaces\tand a tab…"
+    )
+    assert snippet("one line\n", ["line"]) == "one line"
+    assert snippet("no term\nhere", ["absent"]) == "no term…"
+    # Found as the index finds it: case, accents and the separators of a phrase aside.
+    long = "x" * 400 + " Café-Crème " + "y" * 400
+    assert "Café-Crème" in snippet(long, ["cafe creme"])
+    # A cut never leaves an accent without its letter.
+    accented = "e\u0301" * 200 + " needle " + "e\u0301" * 200
+    assert not unicodedata.combining(snippet(accented, ["needle"])[1])
 
 
 @pytest.mark.parametrize("typed", HOSTILE)

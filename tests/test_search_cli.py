@@ -249,3 +249,65 @@ def test_runs_search_in_a_run_not_kept_says_so(tmp_path: Path) -> None:
     assert (kept.returncode, kept.stdout) == (0, "no stored frame matches\n")
     found = mcpx("runs", "search", "hello", "--run", run_id, "--json", cwd=tmp_path)
     assert found.returncode == 0 and [m["runId"] for m in json.loads(found.stdout)] == [run_id] * 2
+
+
+# Printed by the script (its argv holds `print(…)`, never the lines themselves).
+PRINTED = (
+    "import sys\nout = sys.stdout\n"
+    "def main():\n"
+    "    out.write('two ' + ' spaces' + chr(9) + 'a tab  then   more' + chr(10))\n"
+    "    out.write(chr(27) + '[31mred ' + ' word' + chr(27) + '[0m' + chr(10))\n"
+    "    out.write('x' * 60000 + ' far ' + 'word' + ' y' + chr(10))\n"
+    "main()\n"
+)
+
+
+def test_a_snippet_is_the_line_as_printed_and_a_command_line_as_runs_list_shows_it(
+    tmp_path: Path,
+) -> None:
+    """A snippet keeps a line's spaces and tabs (it squeezed them into one space each), its
+    colour codes left out; a 60,000-character line is cut around the match with `…`; the
+    argv's snippet is the command line `runs list` shows, quoted (it was its words, unquoted,
+    on one line)."""
+    (tmp_path / "c.toml").write_text("[history]\n")
+    done = mcpx("exec", "--config", "c.toml", "--json", "--", sys.executable, "-c", PRINTED,
+                cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout.splitlines()[0])["runId"]
+
+    def found(typed: str) -> list[dict[str, object]]:
+        got = mcpx("runs", "search", typed, "--config", "c.toml", "--json", cwd=tmp_path)
+        assert got.returncode == 0, got.stderr
+        return [m for m in json.loads(got.stdout) if m["seq"] != 0]
+
+    assert [m["snippet"] for m in found("spaces")] == ["two  spaces\ta tab  then   more"]
+    assert [m["snippet"] for m in found('"red word"')] == ["red  word"]
+    (far,) = found("far")
+    assert isinstance(snip := far["snippet"], str)
+    assert snip.startswith("…x") and snip.endswith("x far word y") and len(snip) <= 162
+    # The CLI prints the tab as a tab, as `runs show` does; the spaces as they are.
+    shown = mcpx("runs", "search", "tab", "--config", "c.toml", cwd=tmp_path)
+    assert f"{run_id}@1  stdout  two  spaces\ta tab  then   more" in shown.stdout.splitlines()
+    listed = mcpx("runs", "list", "--config", "c.toml", cwd=tmp_path).stdout.strip()
+    command = listed.split("  ", 5)[-1]  # (its id, start, status, exit, duration, command)
+    argv = mcpx("runs", "search", "main", "--config", "c.toml", "--json", cwd=tmp_path)
+    (start,) = json.loads(argv.stdout)
+    assert start["seq"] == 0 and start["snippet"].startswith("…") and "main" in start["snippet"]
+    assert start["snippet"].strip("…") in command and "$'import sys\\nout" in command
+    again = subprocess.run(
+        ["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, text=True, check=True
+    )
+    assert again.stdout.split("\0")[:-1] == [sys.executable, "-c", PRINTED]
+
+
+def test_a_word_after_a_line_break_in_an_argument_is_found(tmp_path: Path) -> None:
+    """An argument's words after a line break or a tab are found (the index held the argv's
+    JSON, where `x=1\\nzebra` is one word `nzebra`: `runs search zebra` found nothing)."""
+    (tmp_path / "c.toml").write_text("[history]\n")
+    code = "x = 1\nzebra_words = 2\ny = 3;\tcolumn_after_tab = 4\n"
+    done = mcpx("exec", "--config", "c.toml", "--json", "--", sys.executable, "-c", code,
+                cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for typed in ("zebra", "column", '"zebra words"', "x"):
+        got = mcpx("runs", "search", typed, "--config", "c.toml", "--json", cwd=tmp_path)
+        assert [m["seq"] for m in json.loads(got.stdout)] == [0], (typed, got.stdout)

@@ -168,8 +168,11 @@ def _print(found: list[dict[str, Any]], as_json: bool) -> None:
 
 
 def line(match: Mapping[str, Any]) -> str:
-    """One match for a person: its run, `@seq`, the frame's type, the snippet."""
+    """One match for a person: its run, `@seq`, the frame's type, the snippet. The snippet's
+    tabs are printed as tabs, as `runs show` prints the line (a tab only moves the cursor on,
+    in the line); its other control characters, and the rest's, are escaped."""
     from .printable import printable
 
-    where = f"{match.get('runId')}@{match.get('seq')}"
-    return printable(f"{where}  {match.get('type')}  {match.get('snippet')}")
+    where = printable(f"{match.get('runId')}@{match.get('seq')}  {match.get('type')}")
+    snippet = "\t".join(printable(part) for part in str(match.get("snippet")).split("\t"))
+    return f"{where}  {snippet}"

@@ -34,6 +34,8 @@ import orjson
 
 from ..core.frames import FrameType
 from ..core.jsontext import wire_loads
+from ..core.shellwords import shell_line
+from .snippets import snippet
 
 #: The fields searched in each frame type (attrs names of the type's class).
 SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
@@ -66,8 +68,6 @@ MAX_MATCHES: Final = 500
 #: The characters of a query that are read (the rest is ignored), and the terms.
 MAX_QUERY: Final = 1000
 MAX_TERMS: Final = 32
-#: The characters of a snippet at most, around the first term found.
-SNIPPET: Final = 160
 _SEQ_BITS: Final = 32
 #: A terminal's escape sequences: CSI (colours, cursor moves; with ESC [ or the one byte
 #: U+009B), OSC (a title, a link, the clipboard; ended by BEL or ESC \\, or by the text's
@@ -114,7 +114,7 @@ def text_sql() -> str:
         parts = []
         for name in names:
             assert camel(name).isidentifier()
-            parts.append(f"json_extract(v.value, '$.{camel(name)}')")
+            parts.append(_field_sql(f"'$.{camel(name)}'"))
         if len(parts) > 1:
             joined = " || ".join(f"coalesce({part} || char(10), '')" for part in parts)
             parts = [f"rtrim({joined}, char(10))"]
@@ -128,6 +128,20 @@ def text_sql() -> str:
     )
 
 
+def _field_sql(path: str) -> str:
+    """SQL of one field's text: a string as it is; a list or an object as its strings, keys
+    and values, one after the other (never its JSON text, where a line break in an argument
+    is `\\n` and glued the next word to an `n`: `x=1\\nzebra` indexed `nzebra`)."""
+    leaves = (
+        "(SELECT group_concat(iif(typeof(key) = 'text', key || ' ', '') || coalesce(atom, ''),"
+        f" char(10)) FROM json_tree(v.value, {path}) WHERE fullkey != {path})"
+    )
+    return (
+        f"CASE json_type(v.value, {path}) WHEN 'array' THEN {leaves} WHEN 'object' THEN"
+        f" {leaves} ELSE json_extract(v.value, {path}) END"
+    )
+
+
 def frame_text(db: sqlite3.Connection, line: str | bytes) -> str:
     """The text indexed of one frame line ("" when it has none, or is not a frame); `db`
     has `functions`."""
@@ -138,7 +152,8 @@ def frame_text(db: sqlite3.Connection, line: str | bytes) -> str:
 
 
 def shown_text(frame: Any) -> str:
-    """The searched fields of a parsed frame as a person reads them: a list's strings joined
+    """The searched fields of a parsed frame as a person reads them: a run's argv as a
+    command line (`runs list`'s, which a shell takes back), another list's strings joined
     by spaces, another value as JSON, one field a line."""
     if not isinstance(frame, dict):
         return ""
@@ -151,7 +166,7 @@ def shown_text(frame: Any) -> str:
         if value is None or value in ("", []):
             continue
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            parts.append(" ".join(value))
+            parts.append(shell_line(value) if name == "argv" else " ".join(value))
         else:
             parts.append(value if isinstance(value, str) else orjson.dumps(value).decode())
     return "\n".join(parts)
@@ -327,17 +342,3 @@ def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> lis
             }
         )
     return found
-
-
-def snippet(text: str, words: Sequence[str]) -> str:
-    """At most `SNIPPET` characters of `text` on one line, around the first term found in it
-    (case aside), with `…` where it was cut."""
-    flat = " ".join(text.split())
-    folded = flat.casefold()
-    hits = [at for w in words if (at := folded.find(" ".join(w.split()).casefold())) >= 0]
-    if len(flat) <= SNIPPET:
-        return flat
-    start = max(0, min(hits, default=0) - SNIPPET // 4)
-    start = min(start, len(flat) - SNIPPET)
-    cut = flat[start : start + SNIPPET]
-    return ("…" if start else "") + cut + ("…" if start + SNIPPET < len(flat) else "")

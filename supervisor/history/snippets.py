@@ -1,0 +1,78 @@
+"""A search match's snippet: the line of the frame's text that holds the words, as printed.
+
+Its spaces and tabs are kept (a run of spaces, an indent, a tab between columns), so that a
+snippet never shows text that was not printed; a line longer than `SNIPPET` characters is
+cut around the first term found, with `…` where it was cut, and `…` also stands for the
+frame's other lines when it has several. Where a term is, is found as the index finds it:
+case and accents aside, and a phrase's words with any spaces or punctuation between them
+(`"needle 42"` is in `needle-42`, `"two  spaces"` in `two spaces`).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Final
+
+#: The characters of a snippet at most, around the first term found.
+SNIPPET: Final = 160
+#: What the index's tokenizer (unicode61) splits a text at: anything not a letter or digit.
+_SEPARATOR: Final = r"[\W_]+"
+_WORD: Final = re.compile(r"[^\W_]+")
+
+
+def snippet(text: str, words: Sequence[str]) -> str:
+    """At most `SNIPPET` characters of the line of `text` that holds the first term found
+    (its first line when none is), spaces and tabs as they are, with `…` where it was cut."""
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # (a text ending with its line break is one line)
+    pattern = _pattern(words)
+    at, hit = 0, None
+    if pattern is not None:
+        for n, line in enumerate(lines):
+            if (hit := _find(pattern, line)) is not None:
+                at = n
+                break
+    line = lines[at]
+    before, after = ("…" if at else ""), ("…" if at + 1 < len(lines) else "")
+    if len(line) <= SNIPPET:
+        return before + line + after
+    start = max(0, min(len(line) - SNIPPET, (hit or 0) - SNIPPET // 4))
+    while start and unicodedata.combining(line[start]):  # (never an accent without its letter)
+        start -= 1
+    end = start + SNIPPET
+    while end < len(line) and unicodedata.combining(line[end]):
+        end += 1
+    return ("…" if start else before) + line[start:end] + ("…" if end < len(line) else after)
+
+
+def _pattern(words: Sequence[str]) -> re.Pattern[str] | None:
+    """Each term as its words (folded) with any separators between them, one alternative."""
+    terms = [_SEPARATOR.join(map(re.escape, _WORD.findall(_folded(w)[0]))) for w in words]
+    terms = [t for t in terms if t]
+    return re.compile("|".join(f"(?:{t})" for t in terms)) if terms else None
+
+
+def _find(pattern: re.Pattern[str], line: str) -> int | None:
+    """Where in `line` (its own index) the first term is, case and accents aside."""
+    folded, origin = _folded(line)
+    found = pattern.search(folded)
+    return None if found is None else origin[found.start()]
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    """`text` case-folded and without its accents, and where each of its characters came from."""
+    if text.isascii():
+        return text.lower(), list(range(len(text)))
+    out: list[str] = []
+    origin: list[int] = []
+    for at, char in enumerate(text):
+        base = "".join(
+            c for c in unicodedata.normalize("NFD", char) if not unicodedata.combining(c)
+        )
+        folded = base.casefold()
+        out.append(folded)
+        origin += [at] * len(folded)
+    return "".join(out), origin
