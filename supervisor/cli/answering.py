@@ -71,9 +71,9 @@ def local(run: Run) -> Deliver:
 def _asks(frame: Mapping[str, Any]) -> str:
     """The question as the terminal is shown it: the hook's words are its data (no control
     character reaches the terminal, a line break goes on as an indented line)."""
-    from .printable import continued
+    from .printable import bounded, continued
 
-    return continued(f"{frame.get('hook')} asks: {frame.get('question')}")
+    return continued(f"{frame.get('hook')} asks: {bounded(str(frame.get('question')))}")
 
 
 class TerminalPrompt:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ..core.places import hook_place
-from .printable import command, continued_lines, printable
+from .printable import bounded, command, continued_lines, cut_line, left_out, printable
 
 if TYPE_CHECKING:
     from ..core.effects import Clamp
@@ -22,6 +22,10 @@ STDERR_LINES: Final = 8
 STDOUT_LINES: Final = 8
 #: How many lines of a hook's advice it shows (the rest counted; `--json` has all of it).
 ADVICE_LINES: Final = 20
+#: Every other field of data a view shows is `printable.bounded`: `FIELD_LINES` lines of at
+#: most `LINE_CHARS` characters; each line of a hook's output and of its advice is cut there.
+#: What a command line cut short is said to be.
+ARGV: Final = "its command line"
 
 
 def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
@@ -58,40 +62,42 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
             said += f" in {frame['latencyMs']} ms" if frame.get("latencyMs") is not None else ""
         lines.append(said)
     if frame.get("reason"):
-        lines.append(f"  why: {frame['reason']}")
+        lines.append(f"  why: {bounded(frame['reason'])}")
     refused = frame.get("refused")
     what = "call" if frame["on"] == "call" else "run"
     if refused:
         how = "fail-closed" if refused.get("failClosed") else "the hook said no"
-        lines.append(f"  REFUSES the {what} ({how}): {refused['reason']}")
+        lines.append(f"  REFUSES the {what} ({how}): {bounded(refused['reason'])}")
     elif status.is_failure and frame.get("reason") != RUN_CANCELLED_REASON:
         lines.append(f"  failure is open: the {what} carries on")
     if frame.get("failureNote"):
-        lines.append(f"  note: {frame['failureNote']}")
+        lines.append(f"  note: {bounded(frame['failureNote'])}")
     lines.extend(_advice_lines(frame.get("advice", ())))
     asked = frame.get("asked")
     if asked:
         told = f"{asked['answer']} (by {asked['by']})" if asked.get("answer") else "not answered"
-        lines.append(f"  asked: {asked['question']} -> {told}")
+        lines.append(f"  asked: {bounded(asked['question'], after=f' -> {told}')}")
     lines.extend(f"  proposes: {_short(p.get('value'))}" for p in frame.get("proposals", ()))
     if frame.get("changed"):
         lines.append(f"  applies: {_short(frame.get('original'))} -> {_short(frame.get('value'))}")
-    lines.extend(f"  dropped: {d['key']} ({d['reason']})" for d in frame.get("dropped", ()))
-    lines.extend(f"  egress: {said}" for said in frame.get("egress", ()))
+    for d in frame.get("dropped", ()):
+        lines.append(f"  dropped: {bounded(d['key'], 1, after=' (' + d['reason'] + ')')}")
+    lines.extend(f"  egress: {bounded(said)}" for said in frame.get("egress", ()))
     ran = frame.get("ran")
     if ran is not None:
         took = ran.get("durationMs")
         lasted = f" in {took} ms" if isinstance(took, int) else ""
         code = ran.get("exitCode")
         how = f" (exit {code})" if isinstance(code, int) and code != 0 else ""
-        lines.append(f"  ran {_argv(ran['argv'])}: {ran['status']}{how}{lasted}")
+        said = f": {ran['status']}{how}{lasted}"
+        lines.append(f"  ran {bounded(_argv(ran['argv']), 1, after=said, what=ARGV)}")
     ended = _exit(frame.get("exitCode"), frame.get("signal"))
     if ended is not None and ended != frame.get("reason"):  # (not said twice)
         lines.append(f"  {ended}")
     if frame.get("stdoutHead"):
-        head = frame["stdoutHead"].rstrip("\n").splitlines()[:STDOUT_LINES]
+        head = frame["stdoutHead"].rstrip("\n").splitlines()
         lines.append("  stdout (first lines):")
-        lines.extend(f"    | {line}" for line in head)
+        lines.extend(_output_lines(head[:STDOUT_LINES], max(0, len(head) - STDOUT_LINES)))
     if status.is_failure:
         # What a failed hook said, under its failure: where "jq is missing: …" is written.
         for stream in ("stdout", "stderr"):
@@ -99,22 +105,36 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
             if kept and kept != frame.get("stdoutHead"):
                 tail = kept.rstrip("\n").splitlines()[-STDERR_LINES:]
                 lines.append(f"  {stream} (last lines):")
-                lines.extend(f"    | {line}" for line in tail)
+                lines.extend(_output_lines(tail))
     return lines
+
+
+def _output_lines(said: Sequence[str], more: int = 0) -> list[str]:
+    """Lines a hook printed, each cut at `LINE_CHARS`, and how much of them was left out
+    (`more` lines after them, and the characters cut)."""
+    lines, cut = [], 0
+    for line in said:
+        shown, left = cut_line(line)
+        lines.append(f"    | {shown}")
+        cut += left
+    mark = left_out(more, cut)
+    return [*lines, f"    {mark}"] if mark else lines
 
 
 def _advice_lines(advice: Sequence[str]) -> list[str]:
     """A hook's advice, its first `ADVICE_LINES` lines (a line break in the text as
-    `printable.continued` breaks it), and how many more there are."""
-    lines, left, more = [], ADVICE_LINES, 0
+    `printable.continued` breaks it), each cut at `LINE_CHARS`, and how much more there is."""
+    lines, left, more, cut = [], ADVICE_LINES, 0, 0
     for text in advice:
         parts = text.splitlines() or [""]
         if left:
-            lines.append("  advice: " + "\n".join(parts[:left]))
+            shown = [cut_line(part) for part in parts[:left]]
+            lines.append("  advice: " + "\n".join(line for line, _ in shown))
+            cut += sum(n for _, n in shown)
         more += max(0, len(parts) - left)
         left = max(0, left - len(parts))
-    if more:
-        lines.append(f"  ... and {more} more lines of advice (all of it: --json)")
+    if mark := left_out(more, cut, "advice"):
+        lines.append(f"  {mark}")
     return lines
 
 
@@ -167,9 +187,10 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
             return _hook_lines(frame)
         case FrameType.START:
             run = printable(str(frame["runId"]))
-            return [f"run {run}: {_argv(frame['argv'])}  (sandbox {frame['sandbox']})"]
+            said = f"  (sandbox {frame['sandbox']})"
+            return [f"run {run}: {bounded(_argv(frame['argv']), 1, after=said, what=ARGV)}"]
         case FrameType.LOG:
-            return [f"log {frame['level']}: {frame['message']}"]
+            return [f"log {frame['level']}: {bounded(frame['message'])}"]
         case FrameType.EMIT:
             return [f"emit {_short(frame['value'])}"]
         case FrameType.ARTIFACT:
@@ -182,7 +203,7 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
             )
             return lines
         case FrameType.ERROR:
-            lines = [f"ERROR {frame['message']}"]
+            lines = [f"ERROR {bounded(frame['message'])}"]
             if frame.get("refusedBy"):
                 lines.append(f"  refused by {frame['refusedBy']}")
             lines.extend(_advised(frame))
@@ -192,13 +213,13 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
             exited = "no exit code" if code is None else f"exit code {code}"
             return [f"end: {exited}, {lasted(frame)}"]
         case FrameType.WARNING:
-            return [f"warning: {frame['message']}"]
+            return [f"warning: {bounded(frame['message'])}"]
         case FrameType.CALL:
-            ok = "ok" if frame["ok"] else f"FAILED: {frame.get('error', '')}"
+            took = f" in {frame['durationMs']} ms"
+            error = str(frame.get("error", ""))
+            ok = f"ok{took}" if frame["ok"] else f"FAILED: {bounded(error, after=took)}"
             hint = ", destructive" if frame.get("destructiveHint") else ""
-            return [
-                f"call {frame['server']}.{frame['tool']}{hint}: {ok} in {frame['durationMs']} ms"
-            ]
+            return [f"call {frame['server']}.{frame['tool']}{hint}: {ok}"]
         case FrameType.EGRESS:
             who = f"hook {frame['hook']}" if frame.get("hook") else "the run's script"
             who = f"server {frame['server']}" if frame.get("server") else who
@@ -208,10 +229,11 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
             verdict = "allowed" if frame.get("allowed") else why
             return [f"egress {frame['host']}:{frame['port']} for {who}: {verdict}"]
         case FrameType.ASK:
-            return [
-                f"ask from {frame['hook']}: {frame['question']} (default {frame['default']} "
-                f"in {frame['deadlineMs'] / 1000:g} s; waiting for an answer)"
-            ]
+            waits = (
+                f" (default {frame['default']} in {frame['deadlineMs'] / 1000:g} s;"
+                " waiting for an answer)"
+            )
+            return [f"ask from {frame['hook']}: {bounded(frame['question'], after=waits)}"]
     return [other_frame_line(frame)]
 
 
