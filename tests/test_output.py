@@ -6,6 +6,7 @@ import pytest
 
 from mcpx_hooks.supervisor.core.answers import bound_answer
 from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.redact import Redactor
 from mcpx_hooks.supervisor.run.output import InvalidOutput, read_output, stdout_head
 
 
@@ -61,11 +62,12 @@ def test_plain_text_under_off_is_dropped_and_named() -> None:
 
 
 def test_stdout_head_is_the_first_kib_as_text() -> None:
-    assert stdout_head(b"{oops\n") == "{oops\n"
+    none = Redactor({})
+    assert stdout_head(b"{oops\n", none) == "{oops\n"
     long = ("\u00e9" * 600).encode()  # 1200 bytes: the 1024th byte splits a character
-    head = stdout_head(long)
+    head = stdout_head(long, none)
     assert head == "\u00e9" * 512
-    assert stdout_head(b"\xff{x") == "\ufffd{x"
+    assert stdout_head(b"\xff{x", none) == "\ufffd{x"
 
 
 def test_schema_errors_name_the_first_place_exactly() -> None:
