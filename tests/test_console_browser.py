@@ -305,6 +305,27 @@ def test_the_hooks_in_force_with_provenance_and_the_untrusted_file(
     shot(page, "hooks")
 
 
+def test_the_hooks_view_says_when_no_project_file_was_found(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # It said "None: every project file found is trusted." when none was found at all.
+    tmp_path.chmod(0o755)
+    server = start_server(tmp_path)  # (discovery off: no project file is found)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{server.port}/?token={server.token}")
+        page.get_by_role("link", name="Hooks").click()
+        hint = page.locator("p.hint", has_text="project file")
+        expect(hint).to_have_text(
+            "None: no project file (.mcpx-hooks.toml or .mcpx-hooks.json) was found.",
+            timeout=WAIT_MS,
+        )
+    finally:
+        context.close()
+        server.stop()
+
+
 def test_the_event_stream_shows_its_gap(browser: Browser, served: dict[str, Any]) -> None:
     server: Server = served["server"]
     # Each admitted socket publishes two events: past the bus's 1024, the oldest are gone.

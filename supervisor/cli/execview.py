@@ -26,7 +26,7 @@ from ..core.frames import STREAM_ENDS, STREAM_TYPES
 from ..core.jsontext import dumps, wire_loads
 from ..run.bus import Bus
 from ..run.observerstats import ObserverStats
-from .printable import printable
+from .printable import cut_line, printable
 from .runview import RunView
 from .view import frame_lines
 
@@ -369,16 +369,14 @@ def observer_lines(stats: ObserverStats, drain_ms: int) -> list[str]:
     """What `exec` says on stderr of its observe hooks once it ends: each that failed, each
     cut short by `[observe] drainMs`, and what was left unread."""
     lines = [
-        printable(
-            f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) failed [{u.status}]: {u.reason}"
-        )
+        printable(f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) failed [{u.status}]: ")
+        + _reason(u.reason)
         for u in stats.failed
     ]
     lines.extend(
-        printable(
-            f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) was cut short: {u.reason}"
-            f" when [observe] drainMs ({drain_ms} ms) passed after the run's end; it was killed"
-        )
+        printable(f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) was cut short: ")
+        + _reason(u.reason)
+        + f" when [observe] drainMs ({drain_ms} ms) passed after the run's end; it was killed"
         for u in stats.cut_short
     )
     named = len(stats.failed) + len(stats.cut_short)
@@ -390,3 +388,10 @@ def observer_lines(stats: ObserverStats, drain_ms: int) -> list[str]:
             f" drainMs ({drain_ms} ms) passed"
         )
     return lines
+
+
+def _reason(reason: str) -> str:
+    """An observe hook's reason on its one line of stderr: `printable`, cut at `LINE_CHARS`
+    characters, with how many were left out (a run keeps no frame of an observe hook)."""
+    shown, left = cut_line(reason)
+    return f"{shown} ({left} more characters)" if left else shown

@@ -31,6 +31,7 @@ MAX_EVENT_BYTES = 16 * 1024 * 1024
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
     from typing import Any, Final
 
     from ..core.hookframes import HookFrame
@@ -176,7 +177,7 @@ def _hook_test(args: argparse.Namespace) -> int:
 
     from ..core.convert import to_json
     from ..core.frames import HookStatus
-    from ..core.points import Phase
+    from ..core.points import Phase, When
     from ..core.redact import Redactor
     from ..core.servers import server_secrets
     from ..run.hookcontext import hook_secrets
@@ -203,7 +204,8 @@ def _hook_test(args: argparse.Namespace) -> int:
     secrets = hook_secrets((*config.hooks, hook), None, os.environ)
     redactor = Redactor(secrets | server_secrets(config.servers.values(), os.environ))
     try:
-        ctx = attrs.evolve(mock_context(config, phase, event, hook.on), redactor=redactor)
+        follows = hook.when.get(When.KINDS)
+        ctx = attrs.evolve(mock_context(config, phase, event, hook.on, follows), redactor=redactor)
     except Usage as exc:
         say(f"mcpx-hooks hook test: {exc}")
         return EXIT_USAGE
@@ -315,12 +317,17 @@ def _check_event(name: str, event: dict[str, Any]) -> None:
 
 
 def mock_context(
-    config: Config, phase: Phase, event: dict[str, Any], on: str = "run.finished"
+    config: Config,
+    phase: Phase,
+    event: dict[str, Any],
+    on: str = "run.finished",
+    when_kinds: Sequence[str] | None = None,
 ) -> HookContext:
     """The generated input of `hook test`, with the `--event` object merged over it. An
-    observe hook's event is generated of a kind its `on` follows, and a given one is merged
-    over it key by key (`{"event": {"data": …}}` keeps its `seq`, `kind` and `at`, which
-    `MCPX_HOOK_EVENT_*` say); a given kind the hook does not follow is bad input."""
+    observe hook's event is generated of a kind its `on` follows and its `when.kinds`
+    (`when_kinds`) takes, and a given one is merged over it key by key (`{"event": {"data":
+    …}}` keeps its `seq`, `kind` and `at`, which `MCPX_HOOK_EVENT_*` say); a given kind the
+    hook does not follow is bad input."""
     from ..core.events import EventKind, kind_matches
     from ..core.frames import now_rfc3339
     from ..core.points import Phase
@@ -338,14 +345,23 @@ def mock_context(
         outcome = "error" if error is not None else "success"
     mock_event = event.get("event")
     if phase is Phase.OBSERVE:
-        kinds = [k.value for k in EventKind if kind_matches(k.value, [on])]
+        patterns = [[on]] if when_kinds is None else [[on], list(when_kinds)]
+        kinds = [k.value for k in EventKind if all(kind_matches(k.value, p) for p in patterns)]
+        if not kinds:
+            raise Usage(
+                f"the hook observes no kind of event: on = {json.dumps(on)} and when.kinds ="
+                f" {json.dumps(list(when_kinds or ()))} take none in common"
+            )
         kind = EventKind.RUN_FINISHED.value if EventKind.RUN_FINISHED in kinds else kinds[0]
         generated = {"seq": 0, "kind": kind, "at": now_rfc3339(), "data": {}}
         mock_event = {**generated, **(mock_event or {})}
-        if not kind_matches(str(mock_event["kind"]), [on]):
+        if not all(kind_matches(str(mock_event["kind"]), p) for p in patterns):
+            follows = f"on = {json.dumps(on)}" + (
+                "" if when_kinds is None else f", when.kinds = {json.dumps(list(when_kinds))}"
+            )
             raise Usage(
                 f"--event: the event's kind {json.dumps(mock_event['kind'])} is not one the"
-                f" hook observes (on = {json.dumps(on)}); give one it follows ({', '.join(kinds)})"
+                f" hook observes ({follows}); give one it follows ({', '.join(kinds)})"
             )
     return HookContext(
         run=run,

@@ -77,7 +77,7 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     if asked:
         told = f"{asked['answer']} (by {asked['by']})" if asked.get("answer") else "not answered"
         lines.append(f"  asked: {bounded(asked['question'], after=f' -> {told}')}")
-    lines.extend(f"  proposes: {_short(p.get('value'))}" for p in frame.get("proposals", ()))
+    lines.extend(f"  proposes: {_proposal(p)}" for p in frame.get("proposals", ()))
     if frame.get("changed"):
         lines.append(f"  applies: {_short(frame.get('original'))} -> {_short(frame.get('value'))}")
     for d in frame.get("dropped", ()):
@@ -85,12 +85,7 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     lines.extend(f"  egress: {bounded(said)}" for said in frame.get("egress", ()))
     ran = frame.get("ran")
     if ran is not None:
-        took = ran.get("durationMs")
-        lasted = f" in {took} ms" if isinstance(took, int) else ""
-        code = ran.get("exitCode")
-        how = f" (exit {code})" if isinstance(code, int) and code != 0 else ""
-        said = f": {ran['status']}{how}{lasted}"
-        lines.append(f"  ran {bounded(_argv(ran['argv']), 1, after=said, what=ARGV)}")
+        lines.extend(_ran_lines(ran))
     ended = _exit(frame.get("exitCode"), frame.get("signal"))
     if ended is not None and ended != frame.get("reason"):  # (not said twice)
         lines.append(f"  {ended}")
@@ -107,6 +102,47 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
                 lines.append(f"  {stream} (last lines):")
                 lines.extend(_output_lines(tail))
     return lines
+
+
+def _ran_lines(ran: Mapping[str, Any]) -> list[str]:
+    """What a `run` answer's command did: its line (status, how it ended, how long it took),
+    and, when it failed, the start of its stdout and the end of its stderr (where it said
+    why, or why it could not start), bounded as a hook's own output is."""
+    from ..core.frames import HookStatus
+
+    took = ran.get("durationMs")
+    lasted = f" in {took} ms" if isinstance(took, int) else ""
+    code, signal = ran.get("exitCode"), ran.get("signal")
+    how = (
+        f" (killed by signal {signal})"
+        if isinstance(signal, int)
+        else f" (exit {code})"
+        if isinstance(code, int) and code != 0
+        else ""
+    )
+    said = f": {ran['status']}{how}{lasted}"
+    lines = [f"  ran {bounded(_argv(ran['argv']), 1, after=said, what=ARGV)}"]
+    try:
+        failed = HookStatus(ran["status"]).is_failure
+    except ValueError:
+        failed = True
+    if not failed:
+        return lines
+    if ran.get("stdout"):
+        head = ran["stdout"].rstrip("\n").splitlines()
+        lines.append("  ran's stdout (first lines):")
+        lines.extend(_output_lines(head[:STDOUT_LINES], max(0, len(head) - STDOUT_LINES)))
+    if ran.get("stderrTail"):
+        lines.append("  ran's stderr (last lines):")
+        lines.extend(_output_lines(ran["stderrTail"].rstrip("\n").splitlines()[-STDERR_LINES:]))
+    return lines
+
+
+def _proposal(proposal: Mapping[str, Any]) -> str:
+    """A proposal as its line shows it: its value (short JSON) and the hook's note on it."""
+    value = _short(proposal.get("value"))
+    note = proposal.get("note")
+    return value if note in (None, "") else f"{value} (note: {bounded(str(note), after=')')}"
 
 
 def _output_lines(said: Sequence[str], more: int = 0) -> list[str]:
@@ -198,7 +234,7 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
         case FrameType.RESULT:
             lines = [f"RESULT {_short(frame['value'], 200)}", *_advised(frame)]
             lines.extend(
-                f"  proposed by {p.get('hook')}: {_short(p.get('value'))}"
+                f"  proposed by {printable(str(p.get('hook')))}: {_proposal(p)}"
                 for p in frame.get("proposals", ())
             )
             return lines

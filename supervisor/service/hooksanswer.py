@@ -36,6 +36,8 @@ class HooksAnswer:
             "type": ServiceMessage.HOOKS,
             "hooks": [to_json(h) for h in config.hooks],
             "files": list(config.files),
+            # The project files found and applied (trusted): with `skipped`, what was found.
+            "projectFiles": list(config.pinned),
             # The project files found and not applied (not trusted, or changed since).
             "skipped": [to_json(skipped) for skipped in config.skipped],
         }

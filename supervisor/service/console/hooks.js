@@ -63,6 +63,7 @@ export function drawHooks(root, message) {
     : el("p", { class: "hint" }, "No hook is in force.");
   const files = message.files || [];
   const skipped = message.skipped || [];
+  const trusted = message.projectFiles || [];
   root.replaceChildren(
     table,
     el("h3", {}, "Config files applied"),
@@ -74,6 +75,6 @@ export function drawHooks(root, message) {
           { class: "skipped" },
           ...skipped.map((s) => el("li", {}, el("code", {}, s.file), ` — ${s.reason}. To apply it: `, el("code", {}, s.trustCommand))),
         )
-      : el("p", { class: "hint" }, "None: every project file found is trusted."),
+      : el("p", { class: "hint" }, trusted.length ? "None: every project file found is trusted." : "None: no project file (.mcpx-hooks.toml or .mcpx-hooks.json) was found."),
   );
 }
