@@ -27,9 +27,9 @@ REFUSED = b"GET http://blocked.example/ HTTP/1.1\r\nHost: blocked.example\r\n\r\
 
 
 @contextlib.asynccontextmanager
-async def _proxy() -> AsyncIterator[tuple[Lease, int]]:
-    """A lease allowing no host, serving a loopback listener; its port."""
-    async with EgressProxy().open_lease(()) as lease:
+async def _proxy(network: tuple[str, ...] = ()) -> AsyncIterator[tuple[Lease, int]]:
+    """A lease allowing `network` (no host), serving a loopback listener; its port."""
+    async with EgressProxy().open_lease(network) as lease:
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen(256)
@@ -88,19 +88,25 @@ async def test_a_connection_that_sends_no_head_is_answered_408(
 async def test_connections_past_the_bound_are_answered_503_and_a_freed_place_serves() -> None:
     """A child could have any number of connections served at once, each holding one of the
     supervisor's descriptors (two with its upstream). Now the one past `CONNECTIONS_MAX` is
-    answered `503`, saying why; once one ends, the next is served."""
-    async with _proxy() as (_, port), contextlib.AsyncExitStack() as held:
+    answered `503`, saying why, and kept as a refusal of its host with those words (what the
+    run's `egress` frame says); a host not listed is still `403`; once one ends, the next is
+    served."""
+    listed = b"GET http://localhost:1/ HTTP/1.1\r\nHost: localhost:1\r\n\r\n"
+    async with _proxy(("localhost:1",)) as (lease, port), contextlib.AsyncExitStack() as held:
         idle = [
             await held.enter_async_context(await trio.open_tcp_stream("127.0.0.1", port))
             for _ in range(egress.CONNECTIONS_MAX)
         ]
         await trio.testing.wait_all_tasks_blocked()
-        answer = await _ask(port)
+        answer = await _ask(port, listed)
         assert answer.startswith(b"HTTP/1.1 503 Too Many Connections\r\n")
         assert f"{egress.CONNECTIONS_MAX} connections".encode() in answer
+        assert lease.refused == {"localhost": 1}
+        assert lease.notes["localhost"].startswith("too many connections at once: ")
+        assert (await _ask(port)).startswith(b"HTTP/1.1 403 Forbidden\r\n")
         await idle[0].aclose()
         await trio.testing.wait_all_tasks_blocked()
-        assert (await _ask(port)).startswith(b"HTTP/1.1 403 Forbidden\r\n")
+        assert (await _ask(port, listed)).startswith(b"HTTP/1.1 502 Bad Gateway\r\n")
 
 
 async def test_a_flood_of_connections_holds_a_bounded_number_of_descriptors() -> None:

@@ -14,7 +14,8 @@ in network" and is kept, once per host, in the lease's `refused`.
 
 A lease's connections run in its own nursery: closing the lease (the child has been reaped)
 cancels them. A child has at most `CONNECTIONS_MAX` connections served at once; the one past
-them is answered `503` at once, and past `HELD_MAX` held in all the proxy stops accepting
+them is answered `503` once its head is read, kept as a refusal of its host (so its run hears
+of the bound), and past `HELD_MAX` held in all the proxy stops accepting
 until one ends (the rest wait in the child's own queue, in its own namespace): a child
 opening connections without end holds a bounded number of the supervisor's descriptors, and
 no other child's. A connection has `HEAD_TIMEOUT_S` to send its request's head (`408`), and
@@ -236,9 +237,7 @@ async def _connection(stream: trio.SocketStream, lease: Lease, crowded: bool) ->
     try:
         async with stream:
             try:
-                if crowded:
-                    await _answer(stream, 503, _crowded_text())
-                await _handle(http.Wire(stream), lease)
+                await _handle(http.Wire(stream), lease, crowded)
             except _Refused:
                 await _linger(stream)
             except _ENDS:
@@ -289,7 +288,7 @@ async def _answer(stream: trio.abc.Stream, status: int, text: str) -> None:
     raise _Refused
 
 
-async def _handle(wire: http.Wire, lease: Lease) -> None:
+async def _handle(wire: http.Wire, lease: Lease, crowded: bool) -> None:
     head = await _head(wire)
     target = http.target(head)
     if target is None:
@@ -302,6 +301,9 @@ async def _handle(wire: http.Wire, lease: Lease) -> None:
         return
     if not egress.allows(lease.rules, host, port):
         await _answer(wire, 403, lease.refuse(host, port))
+        return
+    if crowded:  # (a refusal of the host, said as its note: the run hears of the bound)
+        await _answer(wire, 503, lease.refuse(host, port, _crowded_text()))
         return
     client, tls = wire, None
     length: int | None = 0
