@@ -26,6 +26,9 @@ CONTINUATION_INDENT = 4
 FIELD_LINES = 20
 #: How many characters of one of its lines a view shows (an escape counts as it is shown).
 LINE_CHARS = 400
+#: The same for a `warning` and the `ERROR` line: the supervisor's own words, which end with
+#: what to do and may name long paths before it (a hook's words they quote stay bounded).
+MESSAGE_CHARS = 2000
 #: Where all of a field is, said after what was left out of it.
 ALL_OF_IT = "(all of it: --json)"
 
@@ -59,18 +62,25 @@ def command(argv: Iterable[object]) -> str:
     return shell_line(argv)
 
 
-def bounded(text: str, lines: int = FIELD_LINES, *, after: str = "", what: str = "") -> str:
+def bounded(
+    text: str,
+    lines: int = FIELD_LINES,
+    *,
+    after: str = "",
+    what: str = "",
+    chars: int = LINE_CHARS,
+) -> str:
     """`text` as a view shows a field of data: its first `lines` lines (at its line breaks,
-    as `continued` breaks it), each `printable` and cut at `LINE_CHARS` characters as shown
+    as `continued` breaks it), each `printable` and cut at `chars` characters as shown
     (ending `...`), `after` (the view's own words) at the end of the last, then, if anything
     was left out, a line saying how much (`left_out`, of `what`). The lines are joined by
     line breaks, for `continued` to indent."""
-    if len(text) <= LINE_CHARS and text.isprintable():
+    if len(text) <= chars and text.isprintable():
         return text + after
     parts = text.splitlines() or [""]
     shown, cut = [], 0
     for part in parts[:lines]:
-        line, left = cut_line(part)
+        line, left = cut_line(part, chars)
         shown.append(line)
         cut += left
     shown[-1] += after

@@ -11,7 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ..core.places import hook_place
-from .printable import bounded, command, continued_lines, cut_line, left_out, printable
+from .printable import (
+    MESSAGE_CHARS,
+    bounded,
+    command,
+    continued_lines,
+    cut_line,
+    left_out,
+    printable,
+)
 
 if TYPE_CHECKING:
     from ..core.effects import Clamp
@@ -239,7 +247,7 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
             )
             return lines
         case FrameType.ERROR:
-            lines = [f"ERROR {bounded(frame['message'])}"]
+            lines = [f"ERROR {bounded(frame['message'], chars=MESSAGE_CHARS)}"]
             if frame.get("refusedBy"):
                 lines.append(f"  refused by {frame['refusedBy']}")
             lines.extend(_advised(frame))
@@ -249,7 +257,7 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
             exited = "no exit code" if code is None else f"exit code {code}"
             return [f"end: {exited}, {lasted(frame)}"]
         case FrameType.WARNING:
-            return [f"warning: {bounded(frame['message'])}"]
+            return [f"warning: {bounded(frame['message'], chars=MESSAGE_CHARS)}"]
         case FrameType.CALL:
             took = f" in {frame['durationMs']} ms"
             error = str(frame.get("error", ""))
