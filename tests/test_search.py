@@ -29,6 +29,7 @@ from mcpx_hooks.supervisor.history.search import (
     MAX_QUERY,
     SCHEMA,
     SEARCHED,
+    STRUCTURED,
     frame_text,
     functions,
     plain,
@@ -110,6 +111,10 @@ def test_each_searched_field_is_its_frame_class_s_own() -> None:
             wire = wire_name(fields[name])
             line = json.dumps({"type": frame_type.value, wire: f"v-{name}"})
             assert frame_text(MEMORY, line) == f"v-{name}"
+            # A field read as a string alone is declared one (a list or a value would be
+            # indexed as its JSON text: `STRUCTURED` says which are read as their strings).
+            if name not in STRUCTURED:
+                assert fields[name].type in ("str", "str | None"), (frame_type, name)
 
 
 MEMORY = sqlite3.connect(":memory:")

@@ -54,6 +54,10 @@ SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
     FrameType.CALL: ("server", "tool", "error", "refused_by"),
     FrameType.EGRESS: ("host", "hook", "server"),
 }
+#: The searched fields whose value may be a list or an object (indexed as its strings,
+#: `_field_sql`); every other one is a string, read as it is (one `json_extract`: a run's
+#: output lines, most of what is indexed, take nothing more).
+STRUCTURED: Final = frozenset({"argv", "advice", "egress", "value"})
 #: The index, and each run's lines indexed so far (made with the store's schema, and for a
 #: history made before it, when it is opened): `indexed < frames` is a run the index is behind.
 SCHEMA: Final = """
@@ -114,7 +118,8 @@ def text_sql() -> str:
         parts = []
         for name in names:
             assert camel(name).isidentifier()
-            parts.append(_field_sql(f"'$.{camel(name)}'"))
+            path = f"'$.{camel(name)}'"
+            parts.append(_field_sql(path) if name in STRUCTURED else _string_sql(path))
         if len(parts) > 1:
             joined = " || ".join(f"coalesce({part} || char(10), '')" for part in parts)
             parts = [f"rtrim({joined}, char(10))"]
@@ -126,6 +131,11 @@ def text_sql() -> str:
         f"(SELECT CASE WHEN instr(t, char(27)) OR instr(t, char(155)) THEN {PLAIN_SQL}(t)"
         f" ELSE t END FROM (SELECT {text} AS t))"
     )
+
+
+def _string_sql(path: str) -> str:
+    """SQL of a string field's text."""
+    return f"json_extract(v.value, {path})"
 
 
 def _field_sql(path: str) -> str:
