@@ -168,3 +168,14 @@ def test_a_hook_that_is_not_a_table_is_said_not_a_traceback(tmp_path: Path) -> N
         "c.json:/hooks/2/name",
         "c.json:/hooks/2/timeoutMs",
     ]
+
+
+def test_a_hook_whose_only_action_a_problem_took_out_is_said_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """`source` in a `[[hooks]]` entry (legal only under `[script]`): the problem took out its
+    one action, and the hook was built with none (StopIteration, found by the property in
+    test_properties_config.py as `nobody`)."""
+    hook = {"on": "script", "phase": "before", "source": []}
+    (tmp_path / "c.json").write_text(json.dumps({"hooks": [hook]}))
+    assert pointers(validate(tmp_path, "c.json")) == ["c.json:/hooks/0/source"]

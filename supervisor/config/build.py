@@ -131,7 +131,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         name = None if "name" in bad else obj.get("name") or default
         if name is not None:
             problems += _unique(seen, name, position, decl)
-        if not bad.isdisjoint(_FRAME):
+        if not bad.isdisjoint(_FRAME) or not any(a in obj for a in common.actions):
             continue  # (its point or action not known: nothing else of it can be checked)
         hook = _build_hook(decl, name or "", common, limits=limits, paths=paths)
         if hook.action == Action.PROMPT:  # its model resolved; its own timeout, else 30 s
