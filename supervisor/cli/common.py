@@ -330,9 +330,17 @@ def load(
     return config
 
 
-def say_warnings(config: Config) -> None:
-    for warning in config.warnings:
+def say_warnings(config: Config, *, but_skipped: bool = False) -> None:
+    """What loading said, on stderr; with `but_skipped`, not what it said of a project file
+    it skipped (a command that says that in its own way, or to which it is nothing)."""
+    for warning in other_warnings(config) if but_skipped else config.warnings:
         say(f"mcpx-hooks: warning: {warning}")
+
+
+def other_warnings(config: Config) -> list[str]:
+    """The config's warnings but those said of a project file it skipped."""
+    skipped = {file.said for file in config.skipped}
+    return [warning for warning in config.warnings if warning not in skipped]
 
 
 def remote(args: argparse.Namespace) -> Remote:

@@ -20,6 +20,7 @@ from .common import (
     remote_failed,
     run_async,
     say,
+    say_warnings,
     usage,
 )
 from .parser import add_config_arguments, add_token_file_argument
@@ -107,10 +108,7 @@ def hooks_list(args: argparse.Namespace) -> int:
     # A project file not applied is listed on stdout (`skipped_json`, "not applied: …"),
     # so the warning loading said for it is not said again on stderr.
     config = load(args, say=False)
-    listed = {f.said for f in config.skipped}
-    for warning in config.warnings:
-        if warning not in listed:
-            say(f"mcpx-hooks: warning: {warning}")
+    say_warnings(config, but_skipped=True)
     say_model_warnings(config.hooks)
     say_pinned_tool_warnings(config, config.hooks)
     if args.json:

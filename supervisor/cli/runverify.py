@@ -53,9 +53,9 @@ def said_warnings(config: Config, path: Path) -> list[str]:
     words: the history read is not the one that file names (one `exec --trust-project` or a
     trusted run wrote to)."""
     from ..config import read_file
+    from .common import other_warnings
 
-    skipped = {file.said for file in config.skipped}
-    said = [warning for warning in config.warnings if warning not in skipped]
+    said = other_warnings(config)
     for file in config.skipped:
         document, _ = read_file(Path(file.file), file.file)
         if isinstance(document, dict) and "history" in document:

@@ -47,7 +47,8 @@ def check_program(
     the spawner to report. Pure apart from reading the paths."""
     if plan is None:
         return
-    ruled = _denied_by(real_path(cwd), plan.denied_by) if plan.denied_by else None
+    where = real_path(cwd)
+    ruled = _denied_by(where, plan.denied_by) if plan.denied_by else None
     if ruled is not None:
         raise ProgramHidden(
             f'cannot run "{argv0}" in {cwd}: the working directory lies {ruled}; take it out'
@@ -100,7 +101,6 @@ def check_program(
         found = _find(name, cwd, path) if name is not None else program
     # The program's place is said first. A cwd that is no grant's (dropped: it lies in a
     # path never granted) would meet "No such file or directory" in the view.
-    where = real_path(cwd)
     held = _denied_holding(where, plan.deny)
     if held is None and not under(where, visible):
         held = _denied_holding(where, _never_granted_here())
