@@ -28,6 +28,7 @@ from service_client import (
 )
 
 from mcpx_hooks.supervisor.cli.execview import NOT_STARTED_S
+from mcpx_hooks.supervisor.cluster.jet import API_TIMEOUT_S
 
 #: Three artifacts: a page, a nested text file, and 300 KiB of random bytes (several chunks).
 WRITE = (
@@ -194,16 +195,24 @@ def test_without_nats_a_run_the_gateway_does_not_hold_is_a_503(tmp_path: Path) -
     try:
         gateway = parts.add_gateway()
         parts.nats.stop()
+        # Each said at once: it waited for the JetStream API's timeout (5 s) to say the same.
         for path in ("artifacts/a0", "output.txt", "frames.ndjson"):
+            asked = time.monotonic()
             status, _, body = get(gateway, f"/v1/runs/unheardof0123/{path}")
             assert status == 503 and b"the cluster cannot be reached" in body, (path, body)
+            assert time.monotonic() - asked < API_TIMEOUT_S, path
 
-        async def follow() -> Stream:
-            async with open_ws(gateway, "/v1/runs/unheardof0123") as ws:
+        async def follow(path: str) -> Stream:
+            async with open_ws(gateway, path) as ws:
                 return await read_all(ws)
 
-        followed = arun(follow())
-        assert followed.code == 1013 and "the cluster cannot be reached" in followed.reason
+        # A run followed, and the events (which `exec --remote` follows beside its run).
+        for path in ("/v1/runs/unheardof0123", "/v1/events?kinds=hook"):
+            asked = time.monotonic()
+            followed = arun(follow(path))
+            assert followed.code == 1013, (path, followed)
+            assert "the cluster cannot be reached" in followed.reason, (path, followed)
+            assert time.monotonic() - asked < API_TIMEOUT_S, path
         # A new run: refused at once, its true words first. It waited for NATS's 5 s, when
         # the view's "(no run yet after 5 s: … waits for a worker …)" came first, on stdout.
         started = time.monotonic()

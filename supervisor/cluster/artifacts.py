@@ -108,6 +108,7 @@ class ClusterArtifact:
 
     async def find(self) -> Stored:
         try:
+            self.cluster.require_connected()
             retained = self.index.known(self.run_id) or await self.cluster.last(
                 Stream.RUNS, runs_subject(self.run_id)
             )
@@ -220,6 +221,7 @@ class ClusterRoutes:
             return stored[0]
         if mirrors is not None and RUN_ID.fullmatch(run_id):
             try:
+                self.cluster.require_connected()
                 if await self.cluster.last(Stream.FRAMES, frames_subject(run_id)) is not None:
                     journal = await mirrors.open(run_id)
                     if len(journal):

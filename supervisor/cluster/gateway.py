@@ -193,10 +193,9 @@ class Gateway(Service):
                 " max_payload",
             )
         try:
-            # Down now (NATS stopped, the gateway reconnecting): said at once, not after the
-            # publish's 5 s, in which the client would guess at a queue with no worker.
-            if not self.cluster.connected():
-                raise ClusterDown("NATS is not connected (the gateway is reconnecting to it)")
+            # Down now: said at once, not after the publish's 5 s, in which the client would
+            # guess at a queue with no worker.
+            self.cluster.require_connected()
             journal = await self.mirrors.open(run_id, fresh=True)
             published = await self.cluster.publish(requests_subject(), payload, headers)
         except ClusterDown as exc:
@@ -278,6 +277,7 @@ class Gateway(Service):
         journal: RunJournal | StoredRun | None = stored if found and found[1] else None
         try:
             if journal is None and run_id not in self.mirrors and not self.index.known(run_id):
+                self.cluster.require_connected()
                 last = await self.cluster.last(Stream.FRAMES, frames_subject(run_id))
                 journal = stored if last is None else None
                 if last is None and stored is None:
@@ -302,6 +302,7 @@ class Gateway(Service):
     async def _events(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
         kinds, since = parse_events(target)
         try:
+            self.cluster.require_connected()
             state = await self.cluster.stream_state(Stream.EVENTS)
         except ClusterDown as exc:
             return self._down(exc)

@@ -57,6 +57,13 @@ class Cluster:
         nc = self.jet.nc
         return nc is not None and nc.is_connected
 
+    def require_connected(self) -> None:
+        """`ClusterDown` at once while the connection is down (NATS stopped, this part
+        reconnecting): for what a person waits on, said now rather than after the JetStream
+        API's timeout (`API_TIMEOUT_S`), in which nothing but that answer could come."""
+        if not self.connected():
+            raise ClusterDown("NATS is not connected (the gateway is reconnecting to it)")
+
     async def _call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
         """`bridge.call`, NATS failing it (a timeout while it is down) raised as the
         `ClusterDown` every caller here answers (a gateway: "the cluster cannot be
