@@ -11,12 +11,16 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Marker
 from importset import imported_by
 from otlp_receiver import attributes, receiver
+
+from mcpx_hooks.supervisor.core.frames import FrameType
 
 HOSTILE = str(Path(__file__).parent / "mcpservers" / "hostile.py")
 PY = sys.executable
@@ -327,3 +331,27 @@ def test_a_setting_the_sdk_cannot_use_is_said_as_itself_and_the_export_goes_on(
         " http://localhost:4318); spans and metrics it was not sent are dropped (the run goes on)"
     ]
     assert marker.alive() == []
+
+
+def test_closing_waits_neither_for_a_refused_collector_nor_past_its_bound_for_a_silent_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A collector that refuses the connection held every command's exit about 5 s (the
+    SDK retries it 1, 2, 4 s later, and shutting its providers down joined those retries);
+    one that takes the connection and never answers, as long. The close now stops at the
+    first failed export, and waits for a silent collector `FLUSH_MS` at most."""
+    from mcpx_hooks.supervisor.run.otel import FLUSH_MS, OtlpExporter
+
+    with socket.socket() as refusing, socket.socket() as hanging:
+        refusing.bind(("127.0.0.1", 0))  # (bound, never listening: refused)
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(8)  # (the kernel takes the connection; nobody reads it)
+        for sock, bound in ((refusing, FLUSH_MS / 1000), (hanging, FLUSH_MS / 1000 + 1)):
+            endpoint = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            exporter = OtlpExporter({"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+            exporter.frame(FrameType.START, {"runId": "r1", "argv": ["true"], "seq": 0})
+            exporter.frame(FrameType.END, {"runId": "r1", "seq": 1})
+            began = time.monotonic()
+            exporter.close()
+            assert time.monotonic() - began < bound, endpoint

@@ -90,8 +90,10 @@ class OtlpExporter:
             self._said.once("it is no http:// or https:// URL (as http://localhost:4318)")
         resource = Resource.create({} if _names_service(env) else {SERVICE_NAME: SERVICE})
         self._tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
-        self._tracers.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+        self._spans_out = OTLPSpanExporter()
+        self._metrics_out = OTLPMetricExporter()
+        self._tracers.add_span_processor(BatchSpanProcessor(self._spans_out))
+        reader = PeriodicExportingMetricReader(self._metrics_out)
         self._meters = MeterProvider(
             resource=resource, metric_readers=[reader], shutdown_on_exit=False
         )
@@ -157,21 +159,38 @@ class OtlpExporter:
 
     def close(self) -> None:
         """Ends the spans of runs still open, sends what the providers hold and shuts them
-        down, each bounded by `FLUSH_MS`. Blocks: call it from a worker thread."""
+        down, bounded by `FLUSH_MS`. A collector that fails the last flush (refused, an
+        error) is not waited for, nor one that has not answered by then. Blocks: call it
+        from a worker thread."""
         for span, outcome in self._runs.values():
             span.set_attributes(outcome)
             span.end()
         self._runs.clear()
         # (the SDK's flush waits out the export's own timeout, 10 s, past the bound it is
-        # given: a collector that hangs is waited for here, and said, by the bound)
-        flushing = threading.Thread(target=self._tracers.force_flush, args=(FLUSH_MS,))
-        flushing.daemon = True
-        flushing.start()
-        flushing.join(FLUSH_MS / 1000)
-        if flushing.is_alive():
+        # given, and retries a refused connection 1, 2, 4 s later: neither is waited for)
+        self._said.failed = False
+        settled = self._said.settled
+        settled.clear()
+
+        def flush() -> None:
+            if self._tracers.force_flush(FLUSH_MS):
+                flushed.set()
+            settled.set()
+
+        flushed = threading.Event()
+        threading.Thread(target=flush, daemon=True).start()
+        settled.wait(FLUSH_MS / 1000)
+        if flushed.is_set():
+            self._tracers.shutdown()
+            self._meters.shutdown(FLUSH_MS)  # (its reader's last export: a flush sent twice)
+            return
+        if not self._said.failed:
             self._said.once(f"it did not answer within {FLUSH_MS / 1000:g} s")
-        self._tracers.shutdown()
-        self._meters.shutdown(FLUSH_MS)  # (its reader's last export: a flush first sent twice)
+        # The exporters stopped first: a retry's wait ends at once, and nothing more is
+        # tried. The providers are not shut down (that joins the SDK's threads, one of
+        # which may wait out an export's timeout): their threads end with the process.
+        self._spans_out.shutdown()  # type: ignore[no-untyped-call]
+        self._metrics_out.shutdown()
 
 
 def _names_service(env: Mapping[str, str]) -> bool:
@@ -196,6 +215,10 @@ class _Said(logging.Handler):
         self._lock = threading.Lock()  # (the SDK logs from its exporting threads)
         self._said = False
         self._asides: set[str] = set()
+        #: Whether an export failed since the close began, and the event the close waits
+        #: on (its flush's end, or such a failure: a retry of the SDK's is not waited for).
+        self.failed = False
+        self.settled = threading.Event()
         sdk = logging.getLogger("opentelemetry")
         if not debugging():
             sdk.propagate = False
@@ -211,6 +234,8 @@ class _Said(logging.Handler):
         if not str(record.msg).startswith(_EXPORTING):
             self.aside(record.getMessage())
             return
+        self.failed = True
+        self.settled.set()
         error = next((a for a in args if isinstance(a, BaseException)), None)
         code = next((a for a in args[1:2] if isinstance(a, int)), None)
         if error is not None:
