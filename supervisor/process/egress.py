@@ -21,8 +21,9 @@ opening connections without end holds a bounded number of the supervisor's descr
 no other child's. A connection has `HEAD_TIMEOUT_S` to send its request's head (`408`), and
 `HEAD_BYTES` for it (`431`); a refusal is followed by reading what the client still sends
 (`LINGER_S`, `LINGER_BYTES`), so that it reads the answer, not a reset. `accept` finding no
-descriptor left is waited out and tried again. A stalled upstream is bounded by the child's
-own timeout, which ends the lease.
+descriptor left is waited out and tried again. An exchange with an upstream in which no bytes
+pass either way for `http.IDLE_S` is ended (`504` if no answer was sent yet), kept as a
+refusal of its host: a stalled upstream holds a connection no longer.
 """
 
 from __future__ import annotations
@@ -80,19 +81,10 @@ _REASONS: Final = {
     431: "Too Large",
     502: "Bad Gateway",
     503: "Too Many Connections",
+    504: "Gateway Timeout",
 }
 _CHUNK: Final = 64 * 1024
-#: What ends a connection, said or not: the child or the upstream gone, or a message cut short
-#: or framed so that it cannot be read.
-_ENDS: Final = (
-    trio.BrokenResourceError,
-    trio.ClosedResourceError,
-    trio.TooSlowError,
-    OSError,
-    http.Ended,
-    http.TooLarge,
-    http.BadFraming,
-)
+_ENDS: Final = http.ENDS  # (what ends a connection, said or not)
 
 
 class _Refused(HooksError):
@@ -248,6 +240,13 @@ async def _connection(stream: trio.SocketStream, lease: Lease, crowded: bool) ->
         lease.held.release()
 
 
+def _idle_text(host: str, port: int) -> str:
+    return (
+        f"nothing passed to or from {egress.host_item(host, port)} for {http.IDLE_S:g} s:"
+        " the proxy ended the connection"
+    )
+
+
 def _crowded_text() -> str:
     return (
         f"too many connections at once: this child has {CONNECTIONS_MAX} connections open"
@@ -343,37 +342,16 @@ async def _handle(wire: http.Wire, lease: Lease, crowded: bool) -> None:
         await _answer(client, 502, f"cannot reach {host}:{port}: {why or exc}")
         return
     async with upstream:
-        if not upstream_head:  # a tunnel: both ways, each to its end
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_pump, client, upstream)
-                nursery.start_soon(_pump, upstream, client)
-            return
-        await upstream.send_all(upstream_head)
-        async with trio.open_nursery() as nursery:
-            # One request up (its body as its head frames it, nothing after it), its answer
-            # down; then the connection ends, whatever the child sent past its request.
-            nursery.start_soon(_request_body, client, upstream, length, nursery.cancel_scope)
-            with contextlib.suppress(*_ENDS):
-                await http.answer_back(http.Wire(upstream), client, head.split(b" ", 1)[0])
-            nursery.cancel_scope.cancel()
-
-
-async def _request_body(
-    client: http.Wire, upstream: trio.abc.Stream, length: int | None, scope: trio.CancelScope
-) -> None:
-    """Sends upstream the body of the request; the exchange ends if the child ends first."""
-    try:
-        await http.copy_body(client, upstream, length)
-    except _ENDS:
-        scope.cancel()
-
-
-async def _pump(src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
-    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        while data := await src.receive_some(_CHUNK):
-            await dst.send_all(data)
-        if isinstance(end := dst.stream if isinstance(dst, http.Wire) else dst, trio.SocketStream):
-            await end.send_eof()
+        with trio.CancelScope() as idle:  # (put off at each read: `http.IDLE_S`)
+            client.watch(idle)
+            await http.exchange(client, http.Wire(upstream, idle), upstream_head, head, length)
+    if idle.cancelled_caught:  # (a refusal of the host: the run hears why its request ended)
+        said = lease.refuse(host, port, _idle_text(host, port))
+        if upstream_head and not client.answered:
+            await _answer(client, 504, said)
+    elif client is not wire:  # (its TLS ends with a close_notify: a body read to the end of
+        with trio.move_on_after(LINGER_S), contextlib.suppress(*_ENDS):  # the connection is
+            await client.stream.aclose()  # whole, and the child's TLS says so)
 
 
 def doctor_lines(netns: bool | str) -> list[str]:
