@@ -18,7 +18,9 @@ them is answered `503` once its head is read, kept as a refusal of its host (so 
 of the bound), and past `HELD_MAX` held in all the proxy stops accepting
 until one ends (the rest wait in the child's own queue, in its own namespace): a child
 opening connections without end holds a bounded number of the supervisor's descriptors, and
-no other child's. A connection has `HEAD_TIMEOUT_S` to send its request's head (`408`), and
+no other child's. All children together hold at most a quarter of the open-files limit in
+connections (`TOTAL_SHARE`), past which each waits the same way. A connection has
+`HEAD_TIMEOUT_S` to send its request's head (`408`), and
 `HEAD_BYTES` for it (`431`); a refusal is followed by reading what the client still sends
 (`LINGER_S`, `LINGER_BYTES`), so that it reads the answer, not a reset. `accept` finding no
 descriptor left is waited out and tried again. An exchange with an upstream in which no bytes
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import secrets
 import socket
 import ssl
@@ -62,6 +65,11 @@ CONNECTIONS_MAX: Final = 64
 #: past them it accepts no more until one ends (two descriptors at most for each served one,
 #: one for each refused).
 HELD_MAX: Final = CONNECTIONS_MAX + 16
+#: The share of the supervisor's open-files limit its children's connections may hold in all:
+#: at most `soft limit // TOTAL_SHARE` connections (two descriptors each at most: half the
+#: table) at once, past which the proxy accepts no child's next one until one ends, so that
+#: children flooding together cannot leave the supervisor without descriptors.
+TOTAL_SHARE: Final = 4
 #: How long a connection has to send its request's head (a `CONNECT`, and, in a tunnel whose
 #: TLS the proxy reads, the handshake and the request's head there): past it, `408`.
 HEAD_TIMEOUT_S: Final = 10.0
@@ -117,6 +125,8 @@ class Lease(Record):
     #: Its connections served now, and those held in all (`CONNECTIONS_MAX`, `HELD_MAX`).
     serving: int = 0
     held: trio.Semaphore = attrs.field(factory=lambda: trio.Semaphore(HELD_MAX))
+    #: The connections every child holds through the proxy (`EgressProxy.held`).
+    total: trio.Semaphore = attrs.field(factory=lambda: trio.Semaphore(HELD_MAX))
 
     def since(self, mark: int) -> list[tuple[str, int]]:
         """The refusals after the first `mark` (as far as the log keeps them)."""
@@ -185,12 +195,15 @@ class EgressProxy:
     def __init__(self) -> None:
         #: Leases served so far (for `doctor` and the tests).
         self.leases = 0
+        #: The connections all its children may have held at once (`TOTAL_SHARE`).
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        self.held = trio.Semaphore(max(HELD_MAX, soft // TOTAL_SHARE))
 
     @contextlib.asynccontextmanager
     async def open_lease(self, network: tuple[str, ...]) -> AsyncIterator[Lease]:
         """A lease for a child allowed `network`, serving the sockets handed to it
         (`Lease.serve`) until the block ends; then they and their connections are closed."""
-        lease = Lease(egress.rules(network))
+        lease = Lease(egress.rules(network), total=self.held)
         self.leases += 1
         async with trio.open_nursery() as nursery:
             lease.nursery = nursery
@@ -208,9 +221,13 @@ async def _serve(listener: trio.socket.SocketType, lease: Lease, nursery: trio.N
     with listener:
         while True:
             await lease.held.acquire()
+            # (all children's places are taken by connections, never by a socket waiting)
+            await trio.lowlevel.wait_readable(listener)
+            await lease.total.acquire()
             try:
                 conn, _ = await listener.accept()
             except OSError as exc:
+                lease.total.release()
                 lease.held.release()
                 if exc.errno in ROUTINE_ACCEPT_ERRNOS:
                     continue
@@ -237,6 +254,7 @@ async def _connection(stream: trio.SocketStream, lease: Lease, crowded: bool) ->
     finally:
         if not crowded:
             lease.serving -= 1
+        lease.total.release()
         lease.held.release()
 
 
