@@ -28,8 +28,9 @@ LINE_BYTES: Final = 4096
 CHUNK: Final = 64 * 1024
 #: How long an exchange with an upstream (a tunnel, a request and its answer) may go with no
 #: bytes either way before the proxy ends it: a stalled upstream holds one of the child's
-#: connections no longer (a long poll answers within it: load balancers' own default is 60 s).
-IDLE_S: Final = 60.0
+#: connections no longer. Five minutes, as Envoy's idle bound: a model's API answering a
+#: long request without streaming, or a long poll, may be silent past a minute.
+IDLE_S: Final = 300.0
 #: Statuses whose answer has no body (RFC 9112, 6.3); 1xx answers are heads alone too.
 _BODILESS: Final = (204, 304)
 
