@@ -137,3 +137,45 @@ async def test_the_proxy_accepts_again_after_running_out_of_descriptors() -> Non
         for sock in waiting:
             sock.close()
         assert (await _ask(port)).startswith(b"HTTP/1.1 403 Forbidden\r\n")
+
+
+async def test_children_flooding_together_hold_a_bounded_share_of_the_descriptors() -> None:
+    """Each child's bound held, but children flooding together held `HELD_MAX` connections
+    each, without end in all: a thousand at once, more than the supervisor's open-files limit
+    (the database, the service's clients, the next child's pipes then failed). Now all of
+    them hold at most the limit's `TOTAL_SHARE`-th: past it, a child's next connection waits
+    (in its own queue) until another child's ends, and is then served."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    share = getattr(egress, "TOTAL_SHARE", 4)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (2 * egress.HELD_MAX * share, hard))
+    try:
+        proxy = EgressProxy()  # (room for two children's connections, no more)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    ports = []
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(3):
+            lease = await stack.enter_async_context(proxy.open_lease(()))
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(256)
+            ports.append(listener.getsockname()[1])
+            lease.serve(listener.detach())
+        floods: list[list[trio.SocketStream]] = [[], []]
+        for port, flood in zip(ports, floods, strict=False):
+            for _ in range(egress.HELD_MAX):
+                flood.append(await trio.open_tcp_stream("127.0.0.1", port))
+        third = socket.create_connection(("127.0.0.1", ports[2]))
+        third.sendall(REFUSED)
+        await trio.testing.wait_all_tasks_blocked()
+        third.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            third.recv(100)  # (not accepted: the two floods hold every place)
+        for stream in floods[0]:
+            await stream.aclose()
+        sock = trio.socket.from_stdlib_socket(third)
+        with trio.fail_after(WAIT_S):
+            assert (await sock.recv(100)).startswith(b"HTTP/1.1 403 Forbidden\r\n")
+        sock.close()
+        for stream in floods[1]:
+            await stream.aclose()

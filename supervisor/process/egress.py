@@ -18,17 +18,21 @@ them is answered `503` once its head is read, kept as a refusal of its host (so 
 of the bound), and past `HELD_MAX` held in all the proxy stops accepting
 until one ends (the rest wait in the child's own queue, in its own namespace): a child
 opening connections without end holds a bounded number of the supervisor's descriptors, and
-no other child's. A connection has `HEAD_TIMEOUT_S` to send its request's head (`408`), and
+no other child's. All children together hold at most a quarter of the open-files limit in
+connections (`TOTAL_SHARE`), past which each waits the same way. A connection has
+`HEAD_TIMEOUT_S` to send its request's head (`408`), and
 `HEAD_BYTES` for it (`431`); a refusal is followed by reading what the client still sends
 (`LINGER_S`, `LINGER_BYTES`), so that it reads the answer, not a reset. `accept` finding no
-descriptor left is waited out and tried again. A stalled upstream is bounded by the child's
-own timeout, which ends the lease.
+descriptor left is waited out and tried again. An exchange with an upstream in which no bytes
+pass either way for `http.IDLE_S` is ended (`504` if no answer was sent yet), kept as a
+refusal of its host: a stalled upstream holds a connection no longer.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import secrets
 import socket
 import ssl
@@ -61,6 +65,11 @@ CONNECTIONS_MAX: Final = 64
 #: past them it accepts no more until one ends (two descriptors at most for each served one,
 #: one for each refused).
 HELD_MAX: Final = CONNECTIONS_MAX + 16
+#: The share of the supervisor's open-files limit its children's connections may hold in all:
+#: at most `soft limit // TOTAL_SHARE` connections (two descriptors each at most: half the
+#: table) at once, past which the proxy accepts no child's next one until one ends, so that
+#: children flooding together cannot leave the supervisor without descriptors.
+TOTAL_SHARE: Final = 4
 #: How long a connection has to send its request's head (a `CONNECT`, and, in a tunnel whose
 #: TLS the proxy reads, the handshake and the request's head there): past it, `408`.
 HEAD_TIMEOUT_S: Final = 10.0
@@ -80,19 +89,10 @@ _REASONS: Final = {
     431: "Too Large",
     502: "Bad Gateway",
     503: "Too Many Connections",
+    504: "Gateway Timeout",
 }
 _CHUNK: Final = 64 * 1024
-#: What ends a connection, said or not: the child or the upstream gone, or a message cut short
-#: or framed so that it cannot be read.
-_ENDS: Final = (
-    trio.BrokenResourceError,
-    trio.ClosedResourceError,
-    trio.TooSlowError,
-    OSError,
-    http.Ended,
-    http.TooLarge,
-    http.BadFraming,
-)
+_ENDS: Final = http.ENDS  # (what ends a connection, said or not)
 
 
 class _Refused(HooksError):
@@ -125,6 +125,8 @@ class Lease(Record):
     #: Its connections served now, and those held in all (`CONNECTIONS_MAX`, `HELD_MAX`).
     serving: int = 0
     held: trio.Semaphore = attrs.field(factory=lambda: trio.Semaphore(HELD_MAX))
+    #: The connections every child holds through the proxy (`EgressProxy.held`).
+    total: trio.Semaphore = attrs.field(factory=lambda: trio.Semaphore(HELD_MAX))
 
     def since(self, mark: int) -> list[tuple[str, int]]:
         """The refusals after the first `mark` (as far as the log keeps them)."""
@@ -193,12 +195,15 @@ class EgressProxy:
     def __init__(self) -> None:
         #: Leases served so far (for `doctor` and the tests).
         self.leases = 0
+        #: The connections all its children may have held at once (`TOTAL_SHARE`).
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        self.held = trio.Semaphore(max(HELD_MAX, soft // TOTAL_SHARE))
 
     @contextlib.asynccontextmanager
     async def open_lease(self, network: tuple[str, ...]) -> AsyncIterator[Lease]:
         """A lease for a child allowed `network`, serving the sockets handed to it
         (`Lease.serve`) until the block ends; then they and their connections are closed."""
-        lease = Lease(egress.rules(network))
+        lease = Lease(egress.rules(network), total=self.held)
         self.leases += 1
         async with trio.open_nursery() as nursery:
             lease.nursery = nursery
@@ -216,9 +221,13 @@ async def _serve(listener: trio.socket.SocketType, lease: Lease, nursery: trio.N
     with listener:
         while True:
             await lease.held.acquire()
+            # (all children's places are taken by connections, never by a socket waiting)
+            await trio.lowlevel.wait_readable(listener)
+            await lease.total.acquire()
             try:
                 conn, _ = await listener.accept()
             except OSError as exc:
+                lease.total.release()
                 lease.held.release()
                 if exc.errno in ROUTINE_ACCEPT_ERRNOS:
                     continue
@@ -245,7 +254,15 @@ async def _connection(stream: trio.SocketStream, lease: Lease, crowded: bool) ->
     finally:
         if not crowded:
             lease.serving -= 1
+        lease.total.release()
         lease.held.release()
+
+
+def _idle_text(host: str, port: int) -> str:
+    return (
+        f"nothing passed to or from {egress.host_item(host, port)} for {http.IDLE_S:g} s:"
+        " the proxy ended the connection"
+    )
 
 
 def _crowded_text() -> str:
@@ -343,37 +360,16 @@ async def _handle(wire: http.Wire, lease: Lease, crowded: bool) -> None:
         await _answer(client, 502, f"cannot reach {host}:{port}: {why or exc}")
         return
     async with upstream:
-        if not upstream_head:  # a tunnel: both ways, each to its end
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_pump, client, upstream)
-                nursery.start_soon(_pump, upstream, client)
-            return
-        await upstream.send_all(upstream_head)
-        async with trio.open_nursery() as nursery:
-            # One request up (its body as its head frames it, nothing after it), its answer
-            # down; then the connection ends, whatever the child sent past its request.
-            nursery.start_soon(_request_body, client, upstream, length, nursery.cancel_scope)
-            with contextlib.suppress(*_ENDS):
-                await http.answer_back(http.Wire(upstream), client, head.split(b" ", 1)[0])
-            nursery.cancel_scope.cancel()
-
-
-async def _request_body(
-    client: http.Wire, upstream: trio.abc.Stream, length: int | None, scope: trio.CancelScope
-) -> None:
-    """Sends upstream the body of the request; the exchange ends if the child ends first."""
-    try:
-        await http.copy_body(client, upstream, length)
-    except _ENDS:
-        scope.cancel()
-
-
-async def _pump(src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
-    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        while data := await src.receive_some(_CHUNK):
-            await dst.send_all(data)
-        if isinstance(end := dst.stream if isinstance(dst, http.Wire) else dst, trio.SocketStream):
-            await end.send_eof()
+        with trio.CancelScope() as idle:  # (put off at each read: `http.IDLE_S`)
+            client.watch(idle)
+            await http.exchange(client, http.Wire(upstream, idle), upstream_head, head, length)
+    if idle.cancelled_caught:  # (a refusal of the host: the run hears why its request ended)
+        said = lease.refuse(host, port, _idle_text(host, port))
+        if upstream_head and not client.answered:
+            await _answer(client, 504, said)
+    elif client is not wire:  # (its TLS ends with a close_notify: a body read to the end of
+        with trio.move_on_after(LINGER_S), contextlib.suppress(*_ENDS):  # the connection is
+            await client.stream.aclose()  # whole, and the child's TLS says so)
 
 
 def doctor_lines(netns: bool | str) -> list[str]:

@@ -7,11 +7,13 @@ sends after it (a pipelined request, a request on a kept-alive connection: neith
 judged). It sends the child the upstream's answer, its final head saying `Connection: close`,
 and its body as that head frames it, and then ends the connection: the child's next request
 comes on a new one and is judged the same way. A head that frames its body two ways (the way
-requests are smuggled past a proxy) is refused.
+requests are smuggled past a proxy) is refused. An exchange (this, or a tunnel) in which no
+bytes are read either way for `IDLE_S` is cancelled (`Wire.watch`): the proxy says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Final
 
 import trio
@@ -24,6 +26,11 @@ HEAD_BYTES: Final = 64 * 1024
 #: The most a chunk's size line (and each trailer line) may hold.
 LINE_BYTES: Final = 4096
 CHUNK: Final = 64 * 1024
+#: How long an exchange with an upstream (a tunnel, a request and its answer) may go with no
+#: bytes either way before the proxy ends it: a stalled upstream holds one of the child's
+#: connections no longer. Five minutes, as Envoy's idle bound: a model's API answering a
+#: long request without streaming, or a long poll, may be silent past a minute.
+IDLE_S: Final = 300.0
 #: Statuses whose answer has no body (RFC 9112, 6.3); 1xx answers are heads alone too.
 _BODILESS: Final = (204, 304)
 
@@ -40,13 +47,41 @@ class BadFraming(HooksError):
     """A head whose body's length cannot be told, or can be told two ways."""
 
 
+#: What ends a connection, said or not: the child or the upstream gone, or a message cut short
+#: or framed so that it cannot be read.
+ENDS: Final = (
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    trio.TooSlowError,
+    OSError,
+    Ended,
+    TooLarge,
+    BadFraming,
+)
+
+
 class Wire(trio.abc.Stream):
     """A stream with what was read past a head kept, and given first to the next read (so a
     tunnel, or a TLS handshake, loses none of the bytes the child sent early)."""
 
-    def __init__(self, stream: trio.abc.Stream) -> None:
+    def __init__(self, stream: trio.abc.Stream, idle: trio.CancelScope | None = None) -> None:
         self.stream = stream
         self.buf = bytearray()
+        #: Put off by `IDLE_S` at each read that brings bytes (`watch`).
+        self.idle = idle
+        #: Whether the final head of an answer was sent on it (`answer_back`).
+        self.answered = False
+
+    def watch(self, idle: trio.CancelScope) -> None:
+        """From now on each read that brings bytes puts off `idle`'s deadline by `IDLE_S`."""
+        self.idle = idle
+        idle.deadline = trio.current_time() + IDLE_S
+
+    async def _read(self, max_bytes: int | None) -> bytes | bytearray:
+        data = await self.stream.receive_some(max_bytes)
+        if self.idle is not None and data:
+            self.idle.deadline = trio.current_time() + IDLE_S
+        return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self.stream.send_all(data)
@@ -58,7 +93,7 @@ class Wire(trio.abc.Stream):
         if self.buf:
             data, self.buf = bytes(self.buf), bytearray()
             return data
-        return await self.stream.receive_some(max_bytes)
+        return await self._read(max_bytes)
 
     async def aclose(self) -> None:
         await self.stream.aclose()
@@ -72,7 +107,7 @@ class Wire(trio.abc.Stream):
             # (searched from where the last search stopped: a head sent a byte at a time
             # costs its length, not its length squared)
             start = max(0, len(self.buf) - len(mark) + 1)
-            chunk = await self.stream.receive_some(CHUNK)
+            chunk = await self._read(CHUNK)
             if not chunk:
                 raise Ended
             self.buf += chunk
@@ -160,7 +195,7 @@ def closing(first: bytes, head: bytes, host: bytes | None = None) -> bytes:
     return b"\r\n".join([first, *said, *kept, b"Connection: close", b"", b""])
 
 
-async def answer_back(upstream: Wire, client: trio.abc.Stream, method: bytes) -> None:
+async def answer_back(upstream: Wire, client: Wire, method: bytes) -> None:
     """Sends `client` the upstream's answer to one request: any 1xx heads as they come, then
     the final head, saying `Connection: close`, and the body it frames."""
     while True:
@@ -169,6 +204,7 @@ async def answer_back(upstream: Wire, client: trio.abc.Stream, method: bytes) ->
         if code is None or code >= 200:
             break
         await client.send_all(head)
+    client.answered = True
     if code is None:  # (not HTTP/1: passed on as it is, to the end)
         await client.send_all(head)
         await upstream.copy(client, None)
@@ -211,3 +247,41 @@ def origin_head(head: bytes, host: str, port: int) -> bytes | None:
     if len(parts := line.split(b" ")) != 3 or not parts[1].startswith(b"/"):
         return None
     return closing(line, head, egress.host_item(host, port).encode())
+
+
+async def exchange(
+    client: Wire, upstream: Wire, upstream_head: bytes, head: bytes, length: int | None
+) -> None:
+    """One exchange with the upstream: a tunnel (no `upstream_head`), or the request read
+    from the child (its head `head`, sent as `upstream_head`, its body's `length`)."""
+    if not upstream_head:  # a tunnel: both ways, each to its end
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_pump, client, upstream)
+            nursery.start_soon(_pump, upstream, client)
+        return
+    await upstream.send_all(upstream_head)
+    async with trio.open_nursery() as nursery:
+        # One request up (its body as its head frames it, nothing after it), its answer
+        # down; then the connection ends, whatever the child sent past its request.
+        nursery.start_soon(_request_body, client, upstream, length, nursery.cancel_scope)
+        with contextlib.suppress(*ENDS):
+            await answer_back(upstream, client, head.split(b" ", 1)[0])
+        nursery.cancel_scope.cancel()
+
+
+async def _request_body(
+    client: Wire, upstream: trio.abc.Stream, length: int | None, scope: trio.CancelScope
+) -> None:
+    """Sends upstream the body of the request; the exchange ends if the child ends first."""
+    try:
+        await copy_body(client, upstream, length)
+    except ENDS:
+        scope.cancel()
+
+
+async def _pump(src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        while data := await src.receive_some(CHUNK):
+            await dst.send_all(data)
+        if isinstance(end := dst.stream if isinstance(dst, Wire) else dst, trio.SocketStream):
+            await end.send_eof()
