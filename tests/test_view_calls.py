@@ -108,6 +108,22 @@ def test_runs_show_verbose_says_what_each_hook_s_process_used(tmp_path: Path) ->
     assert " of CPU, " not in shown[tally + 2], verbose.stdout
 
 
+def test_the_demo_s_refused_call_reads_the_same_run_locally_and_served(tmp_path: Path) -> None:
+    # Before: `call words.remove: FAILED…` in the local run, whose remove call came before any
+    # call had started the server, and `call words.remove, destructive: FAILED…` in the
+    # served one: the same call in two wordings, the hint known only in the second.
+    s = Scratch(tmp_path)
+    done = s.sh("mcpx-hooks demo", MCPX_HOOKS_NO_DISCOVERY="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [
+        TOOK.sub(" in N ms", line.removeprefix("ws> "))
+        for line in done.stdout.splitlines()
+        if line.removeprefix("ws> ").startswith("call words.remove")
+    ]
+    refused = "REFUSED by no-removing: the demo removes nothing in N ms"
+    assert said == [f"call words.remove, destructive: {refused}"] * 2, done.stdout
+
+
 def test_the_console_s_hook_detail_names_a_plugin_s_tool_and_says_what_a_process_used(
     tmp_path: Path, page: Page, served: dict[str, Any]
 ) -> None:
