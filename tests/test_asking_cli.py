@@ -118,7 +118,7 @@ def test_a_question_s_control_characters_never_reach_the_terminal(tmp_path: Path
     ) as proc:  # fmt: skip
         os.close(slave)
         seen = bytearray()
-        _read_until(master, b"[y/n, default no in 60 s] ", seen)
+        _read_until(master, b"[y/n; Enter or 60 s answers no] ", seen)
         os.write(master, b"y\n")
         proc.communicate(timeout=60)
     os.close(master)
@@ -148,10 +148,17 @@ def _read_until(fd: int, want: bytes, seen: bytearray) -> None:
                 raise AssertionError(bytes(seen)) from None
 
 
-@pytest.mark.parametrize(("typed", "word"), [(b"y\n", "yes"), (b"n\n", "no"), (b"\n", "no")])
-def test_on_a_terminal_the_person_is_asked(tmp_path: Path, typed: bytes, word: str) -> None:
+@pytest.mark.parametrize(
+    ("typed", "word", "default"),
+    [(b"y\n", "yes", "no"), (b"n\n", "no", "no"), (b"\n", "no", "no"), (b"\n", "yes", "yes")],
+)
+def test_on_a_terminal_the_person_is_asked(
+    tmp_path: Path, typed: bytes, word: str, default: str
+) -> None:
+    """An empty line answers the ask's default, and the prompt says so (it said only the
+    deadline's default: `[y/n, default no in 60 s]`)."""
     master, slave = pty.openpty()
-    hook = json.dumps(asking_hook())
+    hook = json.dumps(asking_hook(default=default))
     with subprocess.Popen(
         [*CLI, "exec", "--json", "--hook", hook, "--", "true"],
         cwd=tmp_path,
@@ -163,7 +170,8 @@ def test_on_a_terminal_the_person_is_asked(tmp_path: Path, typed: bytes, word: s
     ) as proc:
         os.close(slave)
         seen = bytearray()
-        _read_until(master, b"gate asks: ship it? [y/n, default no in 60 s] ", seen)
+        prompt = f"gate asks: ship it? [y/n; Enter or 60 s answers {default}] "
+        _read_until(master, prompt.encode(), seen)
         os.write(master, b"maybe\n")
         _read_until(master, b"please type y or n: ", seen)
         os.write(master, typed)
@@ -199,7 +207,7 @@ def test_a_prompt_nobody_answers_goes_away_at_the_deadline(tmp_path: Path) -> No
 
 #: A prompt its deadline settled, as the terminal shows it: its line ended, then the hook's.
 SETTLED = (
-    "gate asks: ship it? [y/n, default no in 0.3 s] \n"
+    "gate asks: ship it? [y/n; Enter or 0.3 s answers no] \n"
     "(settled without this answer; see the hook's line)\n"
     "hook gate (script.before, run, sandbox none): ok in "
 )
@@ -234,8 +242,8 @@ def test_a_settled_prompt_ends_its_line_before_the_hook_s_line(tmp_path: Path) -
         _read_until(master, b'"type":"end"', seen)
     os.close(master)
     assert (
-        b"[y/n, default no in 0.3 s] \r\n(settled without this answer; see the hook's line)\r\n{"
-        in seen
+        b"[y/n; Enter or 0.3 s answers no] \r\n"
+        b"(settled without this answer; see the hook's line)\r\n{" in seen
     )
 
 

@@ -38,7 +38,9 @@ def test_list_show_and_verify_as_the_page_shows(tmp_path: Path) -> None:
     db = s.home / "runs" / "history.db"  # the page's path = "~/runs/history.db"
     assert db.is_file()
 
-    listing, show, show_json, remote, search = commands(block(PAGE, "runs list", "sh").body)
+    listing, show, verbose, show_json, remote, search = commands(
+        block(PAGE, "runs list", "sh").body
+    )
     done = s.sh(listing)
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.split()[0]
@@ -52,6 +54,9 @@ def test_list_show_and_verify_as_the_page_shows(tmp_path: Path) -> None:
         "RESULT null",
         "end: exit code 0, N ms",
     ]
+    # `-v`: what each hook's process used, under its line; this run has no hook.
+    again = s.sh(verbose.replace(PAGE_ID, run_id))
+    assert again.returncode == 0 and again.stdout == done.stdout, again.stderr
     assert s.sh(show_json.replace(PAGE_ID, run_id)).returncode == 0
     assert len((s.proj / "run.ndjson").read_text().splitlines()) == 5
     assert "--remote" in remote

@@ -127,7 +127,7 @@ def test_the_terminal_s_prompt_bounds_the_question(tmp_path: Path) -> None:
         seen = bytearray()
         with selectors.DefaultSelector() as sel:
             sel.register(master, selectors.EVENT_READ)
-            while b"[y/n, default no in 60 s] " not in seen:
+            while b"[y/n; Enter or 60 s answers no] " not in seen:
                 assert sel.select(60), bytes(seen[-400:])
                 seen += os.read(master, 65536)
         os.write(master, b"y\n")

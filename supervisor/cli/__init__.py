@@ -9,5 +9,5 @@ from ..core.exports import exports
 
 __all__, __getattr__, __dir__ = exports(
     __name__,
-    {"view": ("frame_lines", "hook_frame_lines", "hook_table")},
+    {"view": ("frame_lines", "hook_frame_lines"), "hooktable": ("hook_table",)},
 )

@@ -1,6 +1,7 @@
 """How `exec` answers a hook's `ask`: `--yes` / `--no` answer every one; on a terminal (stdin
-and stderr both a TTY) the person is asked on stderr and types y or n; otherwise nobody
-answers and the ask's deadline brings its default.
+and stderr both a TTY) the person is asked on stderr and types y or n (an empty line is the
+ask's default, as its deadline is, and the prompt says so); otherwise nobody answers and the
+ask's deadline brings its default.
 
 The prompt reads the terminal only when it is readable (a whole line, in the terminal's
 line mode), so a prompt whose ask was settled meanwhile (the deadline passed, a client of
@@ -76,6 +77,12 @@ def _asks(frame: Mapping[str, Any]) -> str:
     return continued(f"{frame.get('hook')} asks: {bounded(str(frame.get('question')))}")
 
 
+def prompt_hint(default: str, seconds: float) -> str:
+    """What the terminal's question says it takes, the default's two ways included: an empty
+    line (Enter alone) and the deadline both answer it, `[y/n; Enter or 30 s answers no]`."""
+    return f"[y/n; Enter or {seconds:g} s answers {default}]"
+
+
 class TerminalPrompt:
     """Asks one question at a time on `out` and reads the answer from the terminal `fd`.
     A question settled otherwise (its deadline, another's answer, the run cancelled) ends
@@ -103,7 +110,7 @@ class TerminalPrompt:
         default = str(frame.get("default"))
         seconds = int(frame.get("deadlineMs") or 0) / 1000
         async with self._lock:
-            self._say(f"{_asks(frame)} [y/n, default {default} in {seconds:g} s] ")
+            self._say(f"{_asks(frame)} {prompt_hint(default, seconds)} ")
             self._open = ask_id = str(frame.get("askId"))
             try:
                 while True:

@@ -95,8 +95,8 @@ def problems(
             if status != expected.get(str(name), HookStatus.OK):
                 found.append(f"hook {name}: {status}: {frame.get('reason') or ''}".rstrip(": "))
     calls = [f for f in frames if f.get("type") == FrameType.CALL]
-    if not refused and [c.get("refusedBy") for c in calls] != ["no-removing", None]:
-        found.append("the script's remove call was not refused by no-removing, or count failed")
+    if not refused and [c.get("refusedBy") for c in calls] != [None, "no-removing"]:
+        found.append("the script's count call failed, or its remove call was not refused")
     end = [f for f in frames if f.get("type") == FrameType.END]
     refusal = [f for f in frames if f.get("type") == FrameType.ERROR and f.get("refusedBy")]
     if not end:

@@ -80,7 +80,7 @@ def add_hooks_arguments(hooks: argparse.ArgumentParser) -> None:
 
 
 def hooks_list(args: argparse.Namespace) -> int:
-    from .view import hook_table
+    from .hooktable import hook_table
 
     if args.remote:
         if args.config:

@@ -40,6 +40,12 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
     show.add_argument(
         "run_id", type=run_id, metavar="RUN_ID", help="the run's id (runs list shows them)"
     )
+    show.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="say under each hook what its process used (CPU time, memory at most)",
+    )
     search = sub.add_parser(
         "search",
         help="the stored frames that hold some words or phrases, newest first",
@@ -92,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             runs = run_async(_list, target)
             print(json.dumps(runs) if args.json else "\n".join(table(runs, target.url)))
         else:
-            run_async(_show, target, args.run_id, args.json)
+            run_async(_show, target, args.run_id, args.json, args.verbose)
     except (RemoteError, TokenFileError) as exc:
         return remote_failed(command, exc)
     return EXIT_OK
@@ -108,14 +114,15 @@ async def _list(target: Any) -> list[dict[str, Any]]:
     return runs
 
 
-async def _show(target: Any, run_id: str, as_json: bool) -> None:
+async def _show(target: Any, run_id: str, as_json: bool, verbose: bool) -> None:
     from urllib.parse import quote
 
     from ..core.jsontext import dumps
     from ..service.remote import messages, open_remote
     from .runview import RunView
 
-    view = RunView()  # as `exec` shows a run: the wait for an answer, how it would exit
+    # As `exec` shows a run: the wait for an answer, how it would exit.
+    view = RunView(verbose=verbose)
     async with open_remote(target, f"/v1/runs/{quote(run_id, safe='')}", {"from": 0}) as ws:
         async for frame in messages(ws, frames=True):
             # `--json`: each line as the server sent it (compact, in its key order, as
@@ -167,7 +174,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
     if stored is None:
         print(f"mcpx-hooks {command}: no run {args.run_id!r} is kept in {where}", file=sys.stderr)
         return EXIT_FAILED
-    view = RunView()  # as `exec` and `runs show --remote` show a run
+    view = RunView(verbose=args.verbose)  # as `exec` and `runs show --remote` show a run
     for line in stored[0]:
         print(line.decode() if args.json else "\n".join(view.lines(json.loads(line))))
     if not stored[1]:  # else a view that stops reads as a run that ended there

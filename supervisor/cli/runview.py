@@ -25,7 +25,9 @@ from .view import frame_lines, lasted
 class RunView:
     """The readable lines of one run's frames, given in order (`lines`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, verbose: bool = False) -> None:
+        #: A hook's line says what its process used (`runs show --verbose`).
+        self.verbose = verbose
         #: The `at` of each hook's pending ask, by hook name.
         self.asking: dict[str, str] = {}
         self._error: Mapping[str, Any] | None = None
@@ -40,9 +42,9 @@ class RunView:
         kind = frame.get("type")
         if kind == "ask":
             self.asking[str(frame.get("hook"))] = str(frame.get("at", ""))
-            return frame_lines(frame)
+            return frame_lines(frame, verbose=self.verbose)
         if kind == "hook" and (at := self.asking.pop(str(frame.get("name")), None)):
-            lines = frame_lines(frame)
+            lines = frame_lines(frame, verbose=self.verbose)
             waited = seconds_between(at, frame.get("at"))
             if waited is not None and lines:
                 lines[0] += f", then {waited:.1f} s waiting for an answer"
@@ -51,7 +53,7 @@ class RunView:
             self._outcome = frame
         if kind == "error":
             self._error = self._outcome = frame
-            lines = frame_lines(frame)
+            lines = frame_lines(frame, verbose=self.verbose)
             by = frame.get("refusedBy")
             if by and str(frame.get("message", "")).startswith(f"refused by {by}"):
                 lines = [line for line in lines if line != continued(f"  refused by {by}")]
@@ -69,4 +71,4 @@ class RunView:
             if own != execs:
                 said = "no exit code" if own is None else f"exit code {own}"
                 return [f"end: {said}, exec exits {execs}, {lasted(frame)}"]
-        return frame_lines(frame)
+        return frame_lines(frame, verbose=self.verbose)

@@ -7,10 +7,9 @@ shown as they are."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
-from ..core.places import hook_place
 from .printable import (
     MESSAGE_CHARS,
     bounded,
@@ -20,9 +19,6 @@ from .printable import (
     left_out,
     printable,
 )
-
-if TYPE_CHECKING:
-    from ..core.effects import Clamp
 
 #: How many trailing lines of stdout and of stderr the readable view shows for a failed hook.
 STDERR_LINES: Final = 8
@@ -36,18 +32,37 @@ ADVICE_LINES: Final = 20
 ARGV: Final = "its command line"
 
 
-def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
-    """A hook frame (wire form) as a few lines: outcome, effect, changes and evidence."""
-    return continued_lines(_hook_lines(frame))
+def hook_frame_lines(frame: Mapping[str, Any], *, verbose: bool = False) -> list[str]:
+    """A hook frame (wire form) as a few lines: outcome, effect, changes and evidence;
+    `verbose`: what its process used too (`used_line`)."""
+    return continued_lines(_hook_lines(frame, verbose))
 
 
-def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
+def used_line(frame: Mapping[str, Any]) -> str | None:
+    """What a hook's process used, for a person who asks for detail (`runs show
+    --verbose`): `used 12 ms of CPU, 9.8 MiB of memory at most`; None where the frame does
+    not say (a plugin, prompt or skipped hook runs no process of its own)."""
+    from ..core.amounts import shown_size
+
+    used = frame.get("resources")
+    if not isinstance(used, Mapping):
+        return None
+    cpu, rss = used.get("cpuMs"), used.get("maxRssKb")
+    if not isinstance(cpu, int) or not isinstance(rss, int):
+        return None
+    return f"  used {cpu} ms of CPU, {shown_size(rss * 1024)} of memory at most"
+
+
+def _hook_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
     # Imported here: `hooks list` uses this module without frames (and so without cattrs).
     from ..core.frames import RUN_CANCELLED_REASON, HookStatus
 
     status = HookStatus(frame["status"])
     mark = {HookStatus.OK: "ok", HookStatus.SKIPPED: "skipped"}.get(status, "FAILED")
-    where = f"{frame['on']}.{frame['phase']}, {frame['action']}, sandbox {frame['sandbox']}"
+    action = frame["action"]
+    if frame.get("server") and frame.get("tool"):  # a plugin hook: whose tool answered
+        action = f"{action} {frame['server']}.{frame['tool']}"
+    where = f"{frame['on']}.{frame['phase']}, {action}, sandbox {frame['sandbox']}"
     head = printable(f"hook {frame['name']} ({where})") + f": {mark}"
     if status.is_failure:
         head += f" [{status}]"
@@ -60,6 +75,8 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     if frame.get("callerAutonomyIgnored"):
         effect += "; locked: the caller's hooks.autonomy does not lower it"
     lines.append(f"  {effect}")
+    if verbose and (used := used_line(frame)) is not None:
+        lines.append(used)
     if frame.get("model"):  # a prompt hook's model and what it cost
         model, tokens = frame["model"], frame.get("tokens")
         said = f"  model {model['name']} ({model['provider']} {model['model']})"
@@ -209,10 +226,11 @@ def _argv(argv: Any) -> str:
     return command(argv)
 
 
-def frame_lines(frame: Mapping[str, Any]) -> list[str]:
+def frame_lines(frame: Mapping[str, Any], *, verbose: bool = False) -> list[str]:
     """Any run frame (wire form) for a person, as it happens. The set of types is open: one
     this view does not know is one line, its type and its fields (`other_frame_line`). A
-    script's output line is shown as it is; everything else as data (`printable.py`)."""
+    script's output line is shown as it is; everything else as data (`printable.py`).
+    `verbose`: a hook's line says what its process used (`used_line`)."""
     from ..core.frames import FrameType
 
     match frame.get("type"):
@@ -220,15 +238,15 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
             return [f"| {frame['text']}"]
         case FrameType.STDERR:
             return [f"! {frame['text']}"]
-    return continued_lines(_data_lines(frame))
+    return continued_lines(_data_lines(frame, verbose))
 
 
-def _data_lines(frame: Mapping[str, Any]) -> list[str]:
+def _data_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
     from ..core.frames import FrameType
 
     match frame.get("type"):
         case FrameType.HOOK:
-            return _hook_lines(frame)
+            return _hook_lines(frame, verbose)
         case FrameType.START:
             run = printable(str(frame["runId"]))
             said = f"  (sandbox {frame['sandbox']})"
@@ -259,11 +277,7 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
         case FrameType.WARNING:
             return [f"warning: {bounded(frame['message'], chars=MESSAGE_CHARS)}"]
         case FrameType.CALL:
-            took = f" in {frame['durationMs']} ms"
-            error = str(frame.get("error", ""))
-            ok = f"ok{took}" if frame["ok"] else f"FAILED: {bounded(error, after=took)}"
-            hint = ", destructive" if frame.get("destructiveHint") else ""
-            return [f"call {frame['server']}.{frame['tool']}{hint}: {ok}"]
+            return [_call_line(frame)]
         case FrameType.EGRESS:
             who = f"hook {frame['hook']}" if frame.get("hook") else "the run's script"
             who = f"server {frame['server']}" if frame.get("server") else who
@@ -279,6 +293,26 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
             )
             return [f"ask from {frame['hook']}: {bounded(frame['question'], after=waits)}"]
     return [other_frame_line(frame)]
+
+
+def _call_line(frame: Mapping[str, Any]) -> str:
+    """A tool call on one line: `ok`, `FAILED` with why, or `REFUSED by` the hook that
+    refused it (the call was not sent), named from the frame's `refusedBy` whatever its
+    error says, and then its reason (the error, without the same name again); `destructive`
+    where the server's listing said so (a call refused before its server listed its tools
+    cannot know, and says nothing of it, as a tool listed without annotations)."""
+    took = f" in {frame['durationMs']} ms"
+    error = str(frame.get("error") or "")
+    by = frame.get("refusedBy")
+    if frame["ok"]:
+        outcome = f"ok{took}"
+    elif by:
+        why = error.removeprefix(f"refused by {by}").removeprefix(": ")
+        outcome = f"REFUSED by {bounded(f'{by}: {why}' if why else str(by), after=took)}"
+    else:
+        outcome = f"FAILED: {bounded(error, after=took)}"
+    hint = ", destructive" if frame.get("destructiveHint") else ""
+    return f"call {frame['server']}.{frame['tool']}{hint}: {outcome}"
 
 
 def lasted(end: Mapping[str, Any]) -> str:
@@ -297,77 +331,12 @@ def other_frame_line(frame: Mapping[str, Any]) -> str:
     return f"{frame.get('type', '(no type)')} {_short(fields, 200)}"
 
 
-def hook_table(
-    hooks: Iterable[Mapping[str, Any]], in_force: Sequence[Clamp] | None = None
-) -> list[str]:
-    """`hooks list` for a person, from the hooks' JSON (`hook_json`, or `/v1/hooks`):
-    one line a hook, with where it came from. A server's entry may lack a field or hold
-    one of another type: its cell shows what is there (`cell`). `in_force`, one a hook,
-    is each hook's effect in force where the config is known (a local list): its phase,
-    the config's `[autonomy]` and the floor; without it the phase alone lowers the cell."""
-    rows = [("NAME", "POINT.PHASE", "ACTION", "EFFECT", "FAILURE", "TIMEOUT", "SOURCE")]
-    for i, h in enumerate(hooks):
-        src = h.get("source")
-        where = (
-            hook_place(src["file"], cell(src.get("index")))
-            if isinstance(src, dict) and isinstance(src.get("file"), str)
-            else hook_place(cell(src.get("file")), cell(src.get("index")))
-            if isinstance(src, dict)
-            else cell(src)
-        )
-        name = cell(h.get("name")) + ("" if h.get("enabled", True) else " (disabled)")
-        name = f"{name} (locked)" if h.get("locked") else name
-        rows.append(
-            (
-                name,
-                f"{cell(h.get('on'))}.{cell(h.get('phase'))}",
-                cell(h.get("action")),
-                _effect_cell(h) if in_force is None else _clamp_cell(in_force[i]),
-                cell(h.get("failure")),
-                f"{cell(h.get('timeoutMs'))} ms",
-                where,
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return [
-        "  ".join(text.ljust(w) for text, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
-        for r in rows
-    ]
-
-
 def cell(value: Any) -> str:
     """A value of a server's JSON as a table shows it: text as it is, nothing as `-`,
     anything else as short JSON."""
     if isinstance(value, str):
         return printable(value)
     return "-" if value is None else _short(value, 40)
-
-
-def _effect_cell(hook: Mapping[str, Any]) -> str:
-    """The effect a hook's phase leaves it (an observe hook's is `off`, a suffix hook's at
-    most `advise`), and the one declared when that is more."""
-    from ..core.effects import PHASE_CEILING, Effect
-    from ..core.points import Phase
-
-    declared, phase = hook.get("effect"), hook.get("phase")
-    if not isinstance(declared, str) or not isinstance(phase, str):
-        return cell(declared)
-    try:
-        ceiling = PHASE_CEILING.get(Phase(phase))
-        effect = Effect.parse(declared)
-    except (ValueError, KeyError):
-        return declared
-    if ceiling is None or effect <= ceiling:
-        return declared
-    return f"{ceiling.word} (declared {declared}; phase)"
-
-
-def _clamp_cell(clamp: Clamp) -> str:
-    """The effect in force, and the one declared with what lowered it when that is more."""
-    if not clamp.clamped_by:
-        return clamp.effect.word
-    by = ", ".join(clamp.clamped_by)
-    return f"{clamp.effect.word} (declared {clamp.requested.word}; {by})"
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -43,6 +43,18 @@ export function duration(ms) {
   return seconds ? `${minutes} min ${seconds} s` : `${minutes} min`;
 }
 
+/** A size for a person, as the command line says one (`512 bytes`, `9.8 MiB`, `2 MiB`). */
+export function size(bytes) {
+  if (bytes < 1024) return `${bytes} bytes`;
+  let shown = bytes;
+  for (const unit of ["KiB", "MiB", "GiB", "TiB"]) {
+    shown /= 1024;
+    const tenth = Math.round(shown * 10) / 10;
+    if (tenth < 1024 || unit === "TiB") return `${tenth} ${unit}`;
+  }
+  return `${bytes} bytes`;
+}
+
 /** A timestamp as the local time of day (the date too when it is not today). */
 export function when(at) {
   if (!at) return "";

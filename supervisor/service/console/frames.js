@@ -2,7 +2,7 @@
 // what it dropped, what an \`apply\` changed as original → new), and an output frame's text.
 
 import { overwritten, parse, styleNode } from "./ansi.js";
-import { commandLine, cut, duration, el, lineDiff, shown } from "./dom.js";
+import { commandLine, cut, duration, el, lineDiff, shown, size } from "./dom.js";
 import { ENVELOPE_KEYS, FrameType, HookStatus } from "./tables.js";
 
 export function outputText(frame) {
@@ -170,7 +170,8 @@ function hookBody(h) {
     " effect ",
     el("span", { class: "effect" }, h.effect),
     clamp ? el("span", { class: "clamp" }, ` (asked ${h.requestedEffect}, clamped by ${(h.clampedBy || []).join(", ")})`) : null,
-    ` · ${h.action} · ${duration(h.durationMs)} · sandbox ${h.sandbox}`,
+    // A plugin hook names whose tool answered it.
+    ` · ${h.server && h.tool ? `${h.action} ${h.server}.${h.tool}` : h.action} · ${duration(h.durationMs)} · sandbox ${h.sandbox}`,
   );
   const parts = [line];
   if (h.refused) parts.push(el("p", { class: "refusal" }, `Refused: ${h.refused.reason}`));
@@ -187,8 +188,10 @@ function hookBody(h) {
   if (h.proposals && h.proposals.length) {
     parts.push(el("details", {}, el("summary", {}, `${h.proposals.length} proposal(s), not applied`), pre(shown(h.proposals))));
   }
-  const exit = fields(h, ["exitCode", "signal", "model", "tokens", "cached", "server", "tool"]);
+  const exit = fields(h, ["exitCode", "signal", "model", "tokens", "cached"]);
   if (exit) parts.push(exit);
+  const used = h.resources;
+  if (used) parts.push(el("p", { class: "fields used" }, `used ${used.cpuMs} ms of CPU · ${size(used.maxRssKb * 1024)} of memory at most`));
   if (h.ran) parts.push(el("details", {}, el("summary", {}, `ran ${commandLine(h.ran.argv)}: ${h.ran.status}`), pre(shown(h.ran))));
   // What a failed hook said stands open under its failure ("jq is missing: …").
   const failed = h.status !== "ok" && h.status !== "skipped";
