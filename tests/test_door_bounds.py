@@ -115,6 +115,11 @@ async def test_plain_requests_and_websockets_share_the_connection_cap(tmp_path: 
             got = await _plain(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             assert got.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in got, got
             assert b"too many connections (the cap is 2)" in got
+            # /mcp's says it as a JSON-RPC error, which MCP's SDK clients read out.
+            mcp = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}"
+            got = await _plain(port, mcp)
+            assert got.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in got, got
+            assert b'"error":{"code":-32603,"message":"too many connections (the cap' in got
         finally:
             for _, sock in holders:
                 sock.close()

@@ -208,13 +208,47 @@ async def test_the_token_and_the_origin_rule_hold_for_mcp(
         ended = await http.delete(srv.url, headers={"Mcp-Session-Id": session_id, **AUTH})
         gone = await http.delete(srv.url, headers={"Mcp-Session-Id": session_id, **AUTH})
         assert srv.service.mcp.sessions is not None and len(srv.service.mcp.sessions) == 0
-    assert missing.status_code == 401 and "token is required" in missing.json()["message"]
+    assert missing.status_code == 401 and "token is required" in missing.json()["error"]["message"]
     assert missing.headers["www-authenticate"].startswith("Bearer")
-    assert wrong.status_code == 401 and "not this server's" in wrong.json()["message"]
-    assert foreign.status_code == 403 and "evil.test" in foreign.json()["message"]
+    assert wrong.status_code == 401 and "not this server's" in wrong.json()["error"]["message"]
+    assert foreign.status_code == 403 and "evil.test" in foreign.json()["error"]["message"]
     assert admitted.status_code == 200 and admitted.headers["x-frame-options"] == "DENY"
     assert stolen.status_code == 401
     assert (ended.status_code, gone.status_code) == (200, 404)
+
+
+def _leaves(group: BaseExceptionGroup[MCPError]) -> list[MCPError]:
+    return [
+        leaf
+        for exc in group.exceptions
+        for leaf in (_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    ]
+
+
+async def test_the_sdk_client_is_told_why_its_request_was_refused(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal of the port (no token, a wrong one, a body over the cap) comes as a JSON-RPC
+    error, so that MCP's SDK client says it in our words rather than "Server returned an
+    error response" (what it said of the port's own error body)."""
+    said: dict[str, str] = {}
+    limits = Limits(max_message_bytes=4096)
+    async with served(tmp_path, marker, monkeypatch, limits=limits) as srv:
+        for name, headers in (("missing", {}), ("wrong", {"Authorization": "Bearer nope"})):
+            # (the SDK's task groups wrap its error)
+            with pytest.RaisesGroup(MCPError, flatten_subgroups=True) as refused:
+                async with http_session(srv.url, headers):
+                    pass
+            error = _leaves(refused.value)[0].error
+            said[name] = f"{error.code} {error.message}"
+        async with http_session(srv.url, AUTH) as session:
+            with pytest.raises(MCPError) as refused:
+                await session.call_tool("words__shout", {"text": "x" * 5000})
+            said["huge"] = f"{refused.value.error.code} {refused.value.error.message}"
+            assert (await session.call_tool("words__shout", {"text": "a"})).is_error is False
+    assert said["missing"].startswith("-32600 a token is required: Authorization: Bearer TOKEN")
+    assert said["wrong"] == "-32600 the token is not this server's"
+    assert said["huge"] == "-32600 the request body is over 4096 bytes"
 
 
 async def test_a_method_mcp_does_not_take_is_405_with_allow(
@@ -235,9 +269,8 @@ async def test_a_method_mcp_does_not_take_is_405_with_allow(
         assert answer.status_code == 405, (answer.request.method, answer.text)
         assert answer.headers["allow"] == "GET, POST, DELETE"
         if answer.request.method != "HEAD":
-            assert answer.json() == {
-                "type": "error",
-                "code": 405,
+            assert answer.json()["error"] == {
+                "code": -32600,
                 "message": f"method {answer.request.method} is not allowed on /mcp"
                 " (GET, POST, DELETE)",
             }
@@ -329,7 +362,7 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
     # None of them opened a session, and none names one (each named one that never was).
     for refused in (garbage, not_rpc, listed, batch, odd_id, no_session, unacceptable):
         assert "mcp-session-id" not in refused.headers, refused.headers
-    assert huge.status_code == 413 and f"over {cap} bytes" in huge.json()["message"]
+    assert huge.status_code == 413 and f"over {cap} bytes" in huge.json()["error"]["message"]
     assert streamed.status_code == 413
     assert unknown.status_code == 404
     assert future.status_code == 400 and "2999-01-01" in future.json()["error"]["message"]

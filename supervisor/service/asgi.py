@@ -56,6 +56,8 @@ AsgiMessage = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[AsgiMessage]]
 Send = Callable[[AsgiMessage], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: The body of a refusal of ours, given its status and what was wrong.
+Refusing = Callable[[int, str], bytes]
 
 #: After a 413, the rest of the body is read and dropped for at most this long and this many
 #: bytes, so that the client, still sending, reads the answer instead of a reset.
@@ -127,16 +129,19 @@ async def serve_asgi(
     max_body: int,
     body_s: float,
     server: tuple[str, int] | None = None,
+    body_of: Refusing = error_body,
 ) -> None:
     """Answers `request` on `conn` with `app`; the caller ends the connection afterwards
-    (the client's next request, pipelined, is not read: the answer reads the socket)."""
+    (the client's next request, pipelined, is not read: the answer reads the socket).
+    `body_of` gives the body of our own refusals and errors (the application's client
+    reads it: `/mcp`'s are JSON-RPC errors)."""
     conn.protocol.last()
     declared = header(request.headers, b"content-length")
     if declared is not None and int(declared) > max_body:  # h11 checked it is a number
-        await _too_big(conn, max_body, int(declared))
+        await _too_big(conn, max_body, int(declared), body_of)
         return
     await conn.go_on()  # (a client that waits for it: curl waits a second otherwise)
-    body = await _body_or_refusal(conn, max_body, body_s)
+    body = await _body_or_refusal(conn, max_body, body_s, body_of)
     if body is None:
         return
     exchange = _Exchange(conn, body)
@@ -151,12 +156,14 @@ async def serve_asgi(
     if not (left or exchange.started):
         if exchange.gone:  # (it may still read: a half-close is taken for leaving)
             said = "the client closed its side of the connection before its answer"
-            await conn.respond(400, error_body(400, said))
+            await conn.respond(400, body_of(400, said))
         else:
-            await conn.respond(500, error_body(500, "the request was not answered"))
+            await conn.respond(500, body_of(500, "the request was not answered"))
 
 
-async def _body_or_refusal(conn: ServerConnection, max_body: int, body_s: float) -> bytes | None:
+async def _body_or_refusal(
+    conn: ServerConnection, max_body: int, body_s: float, body_of: Refusing
+) -> bytes | None:
     """The request's body, or None once it is refused. The refusal is written after the
     `except` that caught why: a refusal lingers (`respond_unread`), and the exception's
     traceback would keep the pieces of the body read so far alive meanwhile."""
@@ -174,9 +181,9 @@ async def _body_or_refusal(conn: ServerConnection, max_body: int, body_s: float)
         refusal = (408, f"the request body did not come in {body_s:g} s", ())
     status, message, headers = refusal
     if status in (413, 503):  # (the client may still be sending: it is read and dropped)
-        await respond_unread(conn, status, error_body(status, message), headers)
+        await respond_unread(conn, status, body_of(status, message), headers)
     else:
-        await conn.respond(status, error_body(status, message))
+        await conn.respond(status, body_of(status, message))
     return None
 
 
@@ -202,9 +209,9 @@ async def _read_body(conn: ServerConnection, max_body: int) -> bytes:
             holding.release()  # (all in, refused, or cut short: unfinished no more)
 
 
-async def _too_big(conn: ServerConnection, max_body: int, rest: int) -> None:
+async def _too_big(conn: ServerConnection, max_body: int, rest: int, body_of: Refusing) -> None:
     message = f"the request body is over {max_body} bytes"
-    await respond_unread(conn, 413, error_body(413, message), rest=rest)
+    await respond_unread(conn, 413, body_of(413, message), rest=rest)
 
 
 async def respond_unread(

@@ -8,6 +8,11 @@ MCP SDK's transport through the small ASGI bridge (`asgi.py`), its body bounded 
 port's message cap (413 past it). The sessions themselves are `mcpweb.Sessions`: each one a
 `Gateway` as over stdio.
 
+Each refusal of ours there (the token, the Origin, the body's size, the server stopping) has
+a JSON-RPC error with a null `id` as its body, as the transport's own refusals do: MCP's SDK
+clients read that body, and say its message (the Python SDK says only "Server returned an
+error response" of any other, so a client without the token would not be told so).
+
 The MCP SDK weighs about a second of imports (0.7 s here), which the first request to `/mcp`
 waited for (0.8 s against 4 ms for the next ones): when the config declares a tool server, it
 is imported in a worker thread as soon as the port listens (`preload`, which the service
@@ -23,13 +28,13 @@ from __future__ import annotations
 
 import gc
 import importlib
+import json
 import logging
 from typing import TYPE_CHECKING, Final
 
 import trio
 
 from ..core.errors import bug_summary
-from . import routes
 from .access import Refusal, check_access, header
 from .asgi import LINGER_BYTES, respond_unread, serve_asgi
 from .connection import ServerConnection
@@ -53,6 +58,17 @@ IDLE_S: Final = 30 * 60.0
 #: Sessions open at once; past it a new one takes the place of the one idle longest, or is
 #: refused (503) when each has a request in flight.
 MAX_SESSIONS: Final = 256
+#: The JSON-RPC codes of those refusals, MCP's (`mcp_types`, not imported here: the SDK is
+#: loaded later): a request refused for what it is, or one the server could not take now.
+INVALID_REQUEST: Final = -32600
+INTERNAL_ERROR: Final = -32603
+
+
+def refusal_body(status: int, message: str) -> bytes:
+    """A refusal of `/mcp` (HTTP `status`) as a JSON-RPC error tied to no request."""
+    code = INTERNAL_ERROR if status >= 500 else INVALID_REQUEST
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return json.dumps(error, separators=(",", ":")).encode()
 
 
 class McpHttp:
@@ -143,14 +159,20 @@ class McpHttp:
         if refusal is None and (stopping or self._nursery is None):
             refusal = Refusal(503, "the server is shutting down")
         if refusal is not None:
-            answer = routes.refused(refusal)
+            body = refusal_body(refusal.status, refusal.message)
             declared = header(request.headers, b"content-length")
             rest = int(declared) if declared is not None else LINGER_BYTES
-            await respond_unread(conn, answer.status, answer.body, answer.headers, rest=rest)
+            await respond_unread(conn, refusal.status, body, refusal.headers, rest=rest)
             return
         sessions = await self._load()
         await serve_asgi(
-            conn, request, sessions.app, max_body=self.max_body, body_s=self.body_s, server=server
+            conn,
+            request,
+            sessions.app,
+            max_body=self.max_body,
+            body_s=self.body_s,
+            server=server,
+            body_of=refusal_body,
         )
 
     async def _load(self) -> Sessions:

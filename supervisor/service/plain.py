@@ -25,7 +25,7 @@ from . import downloads, routes
 from .access import Refusal, check_access
 from .asgi import respond_unread
 from .connection import ServerConnection
-from .mcphttp import MCP_PATH, McpHttp
+from .mcphttp import MCP_PATH, McpHttp, refusal_body
 from .protocolevents import Request, error_body
 from .seats import Seats
 from .targets import query_tokens
@@ -66,8 +66,10 @@ async def serve_plain(
     )
     seat = seats.take(None) if seats is not None and granted else None
     if isinstance(seat, Refusal):
-        answer = routes.refused(seat)
-        await respond_unread(conn, answer.status, answer.body, answer.headers)
+        body = routes.refused(seat).body
+        if mcp is not None and urlsplit(request.target).path == MCP_PATH:
+            body = refusal_body(seat.status, seat.message)  # (an MCP client reads it)
+        await respond_unread(conn, seat.status, body, seat.headers)
         return
     try:
         await _answer(
