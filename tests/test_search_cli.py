@@ -313,3 +313,18 @@ def test_a_word_after_a_line_break_in_an_argument_is_found(tmp_path: Path) -> No
     for typed in ("zebra", "column", '"zebra words"', "x"):
         got = mcpx("runs", "search", typed, "--config", "c.toml", "--json", cwd=tmp_path)
         assert [m["seq"] for m in json.loads(got.stdout)] == [0], (typed, got.stdout)
+
+
+def test_a_query_that_begins_with_a_dash_is_given_after_two_dashes(tmp_path: Path) -> None:
+    """`runs search -x` said only "the following arguments are required: QUERY": `-x` was
+    taken for an option, and nothing said how to give it as text. It says so now, and
+    `runs search -- -x` searches for it."""
+    said = mcpx("runs", "search", "-x", cwd=tmp_path)
+    assert said.returncode == 2 and said.stdout == ""
+    assert said.stderr.splitlines()[-1] == (
+        "mcpx-hooks runs search: error: the following arguments are required: QUERY; -x is no"
+        " option of runs search: to give it as text, put -- before it"
+        " (mcpx-hooks runs search -- -x)"
+    )
+    searched = mcpx("runs", "search", "--", "-x", cwd=tmp_path)
+    assert searched.returncode in (0, 1) and "Traceback" not in searched.stderr, searched

@@ -240,10 +240,27 @@ class _Command(_Top):
 
     def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
         self.complete()
+        given = args[0] if args else kwargs.get("args")
+        self._given = [str(a) for a in given or ()]
         namespace, extras = super().parse_known_args(*args, **kwargs)
         if extras:  # said by this command, with its usage: not by the top parser, with its own
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return namespace, extras
+
+    def error(self, message: str) -> NoReturn:
+        """As argparse's, and where a word that begins with `-` is no option of the command
+        (`runs search -x`), says to put `--` before it to give it as text."""
+        known = {o for action in self._actions for o in action.option_strings}
+        given = getattr(self, "_given", [])
+        before = given[: given.index("--")] if "--" in given else given
+        stray = [a for a in before if a.startswith("-") and a.split("=")[0] not in known]
+        if stray and "arguments are required" in message:
+            name = command_name(self.prog)
+            message += (
+                f"; {stray[0]} is no option of {name}: to give it as text, put -- before it"
+                f" (mcpx-hooks {name} -- {stray[0]})"
+            )
+        super().error(message)
 
     def complete(self) -> None:
         """Add this command's arguments and the end of its help (its example, and for `exec`

@@ -9,7 +9,7 @@ from typing import Final
 from . import search
 
 #: The schema's version (`PRAGMA user_version`); another one is a fault, never rewritten.
-VERSION: Final = 4
+VERSION: Final = 5
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS runs(
     key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, started REAL NOT NULL,
@@ -28,9 +28,11 @@ CREATE TABLE IF NOT EXISTS artifacts(
 _MARKS: Final = "CREATE TABLE IF NOT EXISTS marks(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 #: The versions before this one: their files are brought up to it (version 1: no `search`;
 #: version 2: its index made of the texts with their terminal escapes, made again without;
-#: version 3: a list's or an object's text indexed as its JSON, made again of its strings).
-_OLDER: Final = (1, 2, 3)
-#: Version 2 or 3 to 4: the index emptied, every run to be indexed again (`search.catch_up`, as
+#: version 3: a list's or an object's text indexed as its JSON, made again of its strings;
+#: version 4: a run of CJK characters indexed as one word and emoji not at all, made again
+#: with each of them a word, `words.py`).
+_OLDER: Final = (1, 2, 3, 4)
+#: Version 2, 3 or 4 to 5: the index emptied, every run to be indexed again (`search.catch_up`, as
 #: for a run whose index is behind: a little at a time while runs run, all before a search).
 _REINDEX: Final = "INSERT INTO search(search) VALUES('delete-all'); UPDATE runs SET indexed = 0;"
 

@@ -36,6 +36,7 @@ from ..core.frames import FrameType
 from ..core.jsontext import wire_loads
 from ..core.shellwords import shell_line
 from .snippets import snippet
+from .words import alone, spaced
 
 #: The fields searched in each frame type (attrs names of the type's class).
 SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
@@ -99,7 +100,7 @@ def functions(db: sqlite3.Connection) -> None:
 
 
 def _plain_sql(text: str | bytes | int | float | None) -> str | bytes | int | float | None:
-    return plain(text) if isinstance(text, str) else text
+    return spaced(plain(text)) if isinstance(text, str) else text
 
 
 @functools.cache
@@ -126,9 +127,11 @@ def text_sql() -> str:
         if parts:
             cases.append(f"WHEN '{frame_type.value}' THEN {parts[0]}")
     text = f"CASE json_extract(v.value, '$.type') {' '.join(cases)} END"
-    # Python only for a text that holds an escape (char(155) is U+009B): most lines have none.
+    # Python only for a text that holds an escape (char(27), or U+009B) or a character not
+    # ASCII (`words.spaced`: CJK, emoji): a character neither a tab, a line break nor printable
+    # ASCII. Most lines have none.
     return (
-        f"(SELECT CASE WHEN instr(t, char(27)) OR instr(t, char(155)) THEN {PLAIN_SQL}(t)"
+        f"(SELECT CASE WHEN t GLOB ('*[^' || char(9, 10, 13) || ' -~]*') THEN {PLAIN_SQL}(t)"
         f" ELSE t END FROM (SELECT {text} AS t))"
     )
 
@@ -279,14 +282,16 @@ def terms(text: str) -> list[str]:
 
 
 def _searchable(char: str) -> bool:
-    """Whether the index's tokenizer (unicode61) keeps `char` in a token."""
-    return unicodedata.category(char)[0] in "LN" or unicodedata.category(char) == "Co"
+    """Whether the index keeps `char` in a word (the tokenizer, unicode61, or `words`)."""
+    category = unicodedata.category(char)
+    return category[0] in "LN" or category == "Co" or alone(char)
 
 
 def query(text: str) -> str | None:
-    """The FTS5 query of what a person typed: each term a quoted string, all required; None
-    when nothing in it is searchable."""
-    quoted = ['"' + t.replace('"', '""').replace("\x00", " ") + '"' for t in terms(text)]
+    """The FTS5 query of what a person typed: each term a quoted string (`spaced` as the
+    index's texts are: a CJK term is the phrase of its characters), all required; None when
+    nothing in it is searchable."""
+    quoted = ['"' + spaced(t).replace('"', '""').replace("\x00", " ") + '"' for t in terms(text)]
     return " AND ".join(quoted) or None
 
 

@@ -5,7 +5,8 @@ snippet never shows text that was not printed; a line longer than `SNIPPET` char
 cut around the first term found, with `…` where it was cut, and `…` also stands for the
 frame's other lines when it has several. Where a term is, is found as the index finds it:
 case and accents aside, and a phrase's words with any spaces or punctuation between them
-(`"needle 42"` is in `needle-42`, `"two  spaces"` in `two spaces`).
+(`"needle 42"` is in `needle-42`, `"two  spaces"` in `two spaces`), each CJK character and
+each symbol such as an emoji a word of its own (`words.py`: `本語` is in `日本語テキスト`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Final
 
+from .words import alone, tokens
+
 #: The characters of a snippet at most, around the first term found.
 SNIPPET: Final = 160
-#: What the index's tokenizer (unicode61) splits a text at: anything not a letter or digit.
+#: What the index's tokenizer (unicode61) splits a text at: anything not a letter or digit
+#: (none is needed beside a word of one character, CJK or a symbol).
 _SEPARATOR: Final = r"[\W_]+"
-_WORD: Final = re.compile(r"[^\W_]+")
+_ANY_SEPARATOR: Final = r"[\W_]*?"
 
 
 def snippet(text: str, words: Sequence[str]) -> str:
@@ -50,9 +54,20 @@ def snippet(text: str, words: Sequence[str]) -> str:
 
 def _pattern(words: Sequence[str]) -> re.Pattern[str] | None:
     """Each term as its words (folded) with any separators between them, one alternative."""
-    terms = [_SEPARATOR.join(map(re.escape, _WORD.findall(_folded(w)[0]))) for w in words]
+    terms = [_joined(tokens(_folded(w)[0])) for w in words]
     terms = [t for t in terms if t]
     return re.compile("|".join(f"(?:{t})" for t in terms)) if terms else None
+
+
+def _joined(words: Sequence[str]) -> str:
+    """A pattern of `words` one after the other, with what the index splits at between."""
+    out = ""
+    for n, word in enumerate(words):
+        if n:
+            lone = alone(words[n - 1][-1]) or alone(word[0])
+            out += _ANY_SEPARATOR if lone else _SEPARATOR
+        out += re.escape(word)
+    return out
 
 
 def _find(pattern: re.Pattern[str], line: str) -> int | None:
