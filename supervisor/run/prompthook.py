@@ -2,6 +2,9 @@
 model (`models/modelclient.py`) or its answer taken from the cache (`models/promptreuse.py`),
 read like a hook's stdout, and the hook frame that says what happened.
 
+- The effect in force is `off` (an observe hook's always; any hook's the caller's or the
+  supervisor's autonomy lowered that far): `skipped` ("effect off: …"), and its model is not
+  asked: nothing it answered could be used, and a model's answer costs money and time.
 - No model configured under the hook's `model`: `skipped` ("no model configured"), one
   `warning` frame in the run, and the run carries on whatever `failure` says.
 - The run's token budget (`[models] runBudgetTokens`): what the replies' usage counted so
@@ -40,6 +43,7 @@ from ..core.hookframes import Ran, Tokens
 from ..core.hooks import Hook
 from ..core.models import PromptSpec
 from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names_in
+from ..core.points import Phase
 from ..core.promptbuild import PromptRequest, build_request
 from ..models import promptreuse
 from ..models.modelclient import ModelFailed, Reply, ask_model, estimate, request_body
@@ -59,6 +63,7 @@ from .hookframe import (
 from .output import InvalidOutput, read_output, stdout_head
 
 NO_MODEL: Final = "no model configured"
+EFFECT_OFF: Final = "effect off: nothing it answered could be used, so its model was not asked"
 TOKEN_BUDGET: Final = "token budget"
 #: A reply wrapped in one Markdown code fence (as models often answer) is read without it.
 _FENCE: Final = re.compile(r"\A\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL)
@@ -111,6 +116,8 @@ def prompt_request(
         schema=answer_schema(effect),
         values=values if values is not None else placeholder_values(hook, spec, effect, ctx),
         context=hook_input(hook, effect, ctx),
+        on=hook.on,
+        kind=ctx.point(hook) if hook.phase is Phase.OBSERVE else None,
     )
 
 
@@ -118,6 +125,8 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
     """Runs the prompt hook once; see the module docstring. Never raises for a broken model."""
     spec = hook.prompt or PromptSpec()  # a hook built by hand: the default model, unresolved
     run = ctx.prompts or PromptRun()
+    if frame.clamped.effect is Effect.OFF:
+        return frame.skipped(EFFECT_OFF)
     if spec.model is None:
         run.warn_once(
             f'prompt hook "{hook.name}" was skipped: no model configured (it names model'
