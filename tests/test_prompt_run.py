@@ -252,6 +252,30 @@ async def test_a_run_answer_is_cached_and_reused(
     assert len(model.requests) == 2
 
 
+async def test_a_state_directory_in_the_checkout_keeps_no_answer_and_the_run_says_why(
+    tmp_path: Path, model: LoopModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI job's `XDG_STATE_HOME=$PWD/.state`: its answers could have come with the checkout,
+    so none is kept or read there. The model was asked every run and nothing said why; now
+    each run says it once (two hooks), with what to do."""
+    (tmp_path / ".git").mkdir()
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / ".state"))
+    monkeypatch.chdir(tmp_path)
+    model.default = Reply(json.dumps({"run": {"argv": ["true"]}}))
+    hooks = [prompt_hook(n, "before", f"check @input ({n})", effect="run") for n in "ab"]
+    cfg = config(tmp_path, *hooks, models={"default": openai_model(model.url)})
+    for _ in range(2):
+        frames = await run_to_end(cfg, succeeding(tmp_path, input="x"))
+        assert [hooks_of(frames)[n]["cached"] for n in "ab"] == [False, False]
+        (warning,) = [w["message"] for w in of(frames, "warning")]
+        assert "prompt answers are not cached in this run" in warning
+        assert f"lies inside the git checkout {tmp_path}," in warning
+        assert "keep it outside the checkout (XDG_STATE_HOME)" in warning
+    assert (
+        len(model.requests) == 4 and not (tmp_path / ".state" / "mcpx-hooks" / "prompts").exists()
+    )
+
+
 async def test_advice_is_not_cached(tmp_path: Path, model: LoopModel) -> None:
     model.default = Reply('{"advise": "x"}')
     cfg = config(

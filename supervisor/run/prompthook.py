@@ -141,7 +141,7 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
     key = None
     if promptreuse.may_keep(effect):
         key = promptreuse.key_for(hook, effect, model, used_values(str(hook.target), values))
-        cached = promptreuse.lookup(key)
+        cached = promptreuse.lookup(key, run)
         if cached is not None:  # costs no token: used even past the budget
             return await _answered(
                 spawner, hook, ctx, frame, cached, started=started, cached=True, **shown
