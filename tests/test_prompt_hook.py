@@ -266,12 +266,37 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
         assert of(frames, "result")[0]["value"] == 5
 
 
+def _stopped(content: str) -> bytes:
+    """A reply whose model stopped at its token limit (`finish_reason` "length")."""
+    choice = {"message": {"role": "assistant", "content": content}, "finish_reason": "length"}
+    return json.dumps(
+        {"choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": 3}}
+    ).encode()
+
+
 @pytest.mark.parametrize(
     ("reply", "status", "said"),
     [
         (Reply("the key is sk-secret-body", status=500), "failed", "answered HTTP 500 Internal"),
         (Reply("moved", status=307), "failed", "answered HTTP 307 Temporary Redirect"),
-        (Reply("nope", status=401), "failed", "answered HTTP 401"),
+        (
+            Reply("nope", status=401),
+            "failed",
+            "answered HTTP 401 Unauthorized; if it wants an API key, name its variable in"
+            " apiKeyEnv of model default",
+        ),
+        (  # a model id the server does not serve (OpenAI's, Ollama's, vLLM's answer)
+            Reply(status=404, raw=b'{"error": {"message": "The model sk-secret-body"}}'),
+            "failed",
+            'answered HTTP 404 Not Found; check that it serves the model "loop-1" (model of'
+            " [models.default]) and that url is its base, up to /v1",
+        ),
+        (  # the model stopped at max_tokens mid-answer
+            Reply(raw=_stopped('{"advise": "sk-secret-body')),
+            "invalid-output",
+            "the model stopped at maxTokens (1024, of model default) before its answer's end;"
+            " raise it, or ask for a shorter answer: stdout starts like JSON but is not",
+        ),
         (
             Reply("slow down", status=429, headers={"retry-after": "20"}),
             "failed",
@@ -297,6 +322,8 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
         "500",
         "307",
         "401",
+        "404",
+        "length",
         "429",
         "html",
         "no-choices",
@@ -320,8 +347,25 @@ async def test_what_a_broken_model_looks_like(
     assert "https://" not in frame["reason"]  # it answered HTTP: the scheme is right
     assert model.headers[-1]["accept-encoding"] == "identity"
     assert frame["refused"]["failClosed"] is True  # closed: the failure refuses
-    if status == "invalid-output":  # what was read is shown, as for a process hook
+    if status == "invalid-output" and reply.raw is None:  # what was read, as a process hook's
         assert frame["stdoutHead"] == reply.content
+
+
+async def test_an_answer_cut_at_what_the_budget_left_says_so(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    """An answer cut at `max_tokens` read "stdout starts like JSON but is not one JSON
+    object": nothing said the model had stopped, nor that the run's budget had cut it."""
+    model.default = Reply(raw=_stopped('{"advise": "che'))
+    models = {"default": openai_model(model.url), "runBudgetTokens": 400}
+    cfg = config(tmp_path, prompt_hook("p", "onError", "@error"), models=models)
+    frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["p"]
+    left = model.requests[0]["max_tokens"]
+    assert frame["status"] == "invalid-output" and left < 1024
+    assert frame["reason"].startswith(
+        f"the model stopped at the {left} tokens the run's budget had left (of [models]"
+        " runBudgetTokens = 400), before its answer's end: "
+    )
 
 
 @pytest.mark.parametrize("failure", ["open", "closed"])

@@ -41,7 +41,7 @@ from ..core.errors import SandboxUnavailable
 from ..core.frames import HookStatus
 from ..core.hookframes import Ran, Tokens
 from ..core.hooks import Hook
-from ..core.models import PromptSpec
+from ..core.models import Model, PromptSpec
 from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names_in
 from ..core.points import Phase
 from ..core.promptbuild import PromptRequest, build_request
@@ -189,12 +189,26 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
         obj = read_answer(text)
     except InvalidOutput as exc:
         head = stdout_head(text, ctx.redactor)
-        return frame.failed(
-            HookStatus.INVALID_OUTPUT, str(exc), started, stdout_head=head, **fields
-        )
+        why = f"{_cut_said(body, model, spec)}: {exc}" if reply.cut else str(exc)
+        return frame.failed(HookStatus.INVALID_OUTPUT, why, started, stdout_head=head, **fields)
     if key is not None and promptreuse.worth_keeping(obj, effect):
         await promptreuse.store(key, hook, effect, model, obj, redactor=ctx.redactor, run=run)
     return await _answered(spawner, hook, ctx, frame, obj, started=started, **fields)
+
+
+def _cut_said(body: dict[str, Any], model: Model, spec: PromptSpec) -> str:
+    """Why an answer the model stopped at its token limit is cut: `maxTokens`, or what the
+    run's budget had left."""
+    sent = body.get("max_tokens")
+    if isinstance(sent, int) and sent < model.max_tokens:
+        return (
+            f"the model stopped at the {sent} tokens the run's budget had left (of [models]"
+            f" runBudgetTokens = {spec.run_budget_tokens}), before its answer's end"
+        )
+    return (
+        f"the model stopped at maxTokens ({model.max_tokens}, of model {model.name}) before"
+        " its answer's end; raise it, or ask for a shorter answer"
+    )
 
 
 def read_answer(text: bytes) -> dict[str, Any]:
