@@ -99,6 +99,30 @@ def test_the_system_message_says_the_effect_in_words(effect: Effect) -> None:
         assert "can change nothing. The keys it permits: none (answer {})" in said
 
 
+@pytest.mark.parametrize(
+    ("on", "kind", "said"),
+    [
+        ("run", "run.finished", 'as an observe hook, after a "run.finished" event'),
+        ("hook", "hook.failed", 'as an observe hook, after a "hook.failed" event'),
+        # a kind that is none of ours (a `hook test --event` file's) is not repeated
+        ("run", f"run.{INJECTION}", 'as an observe hook, after an event it follows (on = "run")'),
+    ],
+)
+def test_an_observe_hook_is_told_the_event_it_follows(on: str, kind: str, said: str) -> None:
+    """An observe hook's model was told it ran "at the observe phase of a script run"."""
+    req = build_request(
+        "what does @event say?",
+        effect=Effect.OFF,
+        phase="observe",
+        schema=answer_schema(Effect.OFF),
+        values={"event": {"kind": kind}},
+        on=on,
+        kind=kind,
+    )
+    assert req.system.splitlines()[0] == f"You are a hook of mcpx-hooks, run {said}."
+    assert "script run" not in req.system and INJECTION not in req.system
+
+
 def test_each_request_has_a_fresh_nonce_named_in_the_system_message() -> None:
     one = build("@error", {"error": 1})
     two = build("@error", {"error": 1})

@@ -145,6 +145,45 @@ def test_validate_and_hooks_list_warn_of_a_model_not_configured(
     assert said not in mcpx("validate", "c.toml", cwd=tmp_path).stderr
 
 
+def test_validate_and_hooks_list_warn_of_a_prompt_hook_whose_answer_is_never_used(
+    tmp_path: Path,
+) -> None:
+    """A prompt hook that names no phase observes, where every effect is off: its model is
+    never asked (nothing it answered could be used), and `validate` and `hooks list` say so
+    and what to do, in place of the warning about its model (which need not exist)."""
+    (tmp_path / "c.toml").write_text(
+        """
+[[hooks]]
+name = "watch"
+on = "run.finished"
+prompt = "What does @event say?"
+
+[[hooks]]
+name = "mute"
+on = "script"
+phase = "onError"
+effect = "off"
+prompt = "Explain @error"
+"""
+    )
+    observes = 'prompt hook "watch" observes (phase "observe", which a hook that names no phase'
+    give = "give it the phase whose answer you want (before, onSuccess, onError or suffix)"
+    off = 'prompt hook "mute" has effect "off": nothing a model answered could be used, so'
+    for done in (
+        mcpx("validate", "c.toml", cwd=tmp_path),
+        mcpx("hooks", "list", "--config", "c.toml", cwd=tmp_path),
+    ):
+        assert done.returncode == 0, done.stderr
+        assert observes in done.stderr and give in done.stderr and off in done.stderr
+        assert "its model is never asked" in done.stderr
+        assert "which no [models.default]" not in done.stderr
+    done = mcpx("hook", "test", "watch", "--config", "c.toml", "--show-request", cwd=tmp_path)
+    shown = json.loads(done.stdout)
+    assert shown["effect"] == "off" and "this request is never sent" in shown["note"]
+    system = shown["messages"][0]["content"]
+    assert system.startswith('You are a hook of mcpx-hooks, run as an observe hook, after a "run.')
+
+
 def test_a_placeholder_problem_names_file_and_pointer(tmp_path: Path, model: LoopModel) -> None:
     path = write_config(tmp_path, model.url)
     path.write_text(path.read_text().replace("@team", "@result"))

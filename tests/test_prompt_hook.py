@@ -106,9 +106,12 @@ async def test_every_effect_at_every_phase_is_clamped(
     request = (failing if phase is Phase.ON_ERROR else succeeding)(tmp_path, input={"n": 1})
     frame = hooks_of(await run_to_end(cfg, request))["p"]
     in_force = min(effect, PHASE_CEILING.get(phase, Effect.RUN))
-    assert frame["status"] == "ok"
     assert frame["effect"] == in_force.word and frame["requestedEffect"] == effect.word
     assert frame["clampedBy"] == (["phase"] if in_force < effect else [])
+    if in_force is Effect.OFF:  # nothing it answered could be used: no model asked
+        assert frame["status"] == "skipped" and model.requests == []
+        return
+    assert frame["status"] == "ok"
     above = {k for k, needs in KEY_EFFECT.items() if needs > in_force and k in EVERY_KEY}
     assert {d["key"] for d in frame["dropped"]} == above
     assert (frame.get("advice") == ["look at the lockfile"]) == (in_force >= Effect.ADVISE)
@@ -117,23 +120,67 @@ async def test_every_effect_at_every_phase_is_clamped(
     assert set(schema["properties"]) == {k for k, e in KEY_EFFECT.items() if e <= in_force}
 
 
-async def test_an_observe_prompt_hook_answers_with_effect_off(
-    tmp_path: Path, model: LoopModel
+OFF_BY = {
+    # what lowers the effect to off: the hook's phase and effect, the caller's and the
+    # supervisor's ceilings, and the clampedBy the frame says
+    "phase": ("observe", "run", Effect.RUN, Effect.RUN, ["phase"]),
+    "declared": ("before", "off", Effect.RUN, Effect.RUN, []),
+    "caller": ("before", "advise", Effect.OFF, Effect.RUN, ["hooks.autonomy"]),
+    "supervisor": ("onError", "advise", Effect.RUN, Effect.OFF, ["autonomy.max"]),
+}
+
+
+@pytest.mark.parametrize("by", list(OFF_BY))
+async def test_a_prompt_hook_whose_effect_is_off_asks_no_model(
+    tmp_path: Path, model: LoopModel, by: str
 ) -> None:
+    """Under effect off nothing a model answers is used (not kept, shown or recorded): the
+    model is not asked, which would cost money and time for nothing (it was, and its answer
+    was dropped whole)."""
+    from mcpx_hooks.supervisor.process.spawner import open_spawner
+    from mcpx_hooks.supervisor.run.hookrun import run_hook
+    from mcpx_hooks.supervisor.run.prompthook import EFFECT_OFF
+
+    phase, effect, caller, supervisor, clamped_by = OFF_BY[by]
+    model.default = Reply(json.dumps(EVERY_KEY))
+    hook = prompt_hook("o", phase, "what happened?", effect=effect)
+    if phase == "observe":
+        hook["on"] = "run.finished"
+    (built,) = config(tmp_path, hook, models={"default": openai_model(model.url)}).hooks
+    event = {"seq": 3, "kind": "run.finished", "at": "t", "data": {"x": INJECTION}}
+    ctx = HookContext(None, caller, supervisor, event=event if phase == "observe" else None)
+    async with open_spawner() as spawner:
+        report = await run_hook(spawner, built, ctx)
+    frame = report.frame
+    assert (frame.status, frame.reason) == ("skipped", EFFECT_OFF)
+    assert frame.effect == "off" and list(frame.clamped_by) == clamped_by
+    assert model.requests == []
+
+
+@pytest.mark.parametrize(
+    ("on", "said"),
+    [
+        ("script", "at the before phase of a script run"),
+        ("call", "at the before phase of a tool call"),
+        ("server.start", "at the before phase of the start of a tool server"),
+    ],
+)
+async def test_the_system_message_says_what_fired_the_hook(
+    tmp_path: Path, model: LoopModel, on: str, said: str
+) -> None:
+    """Every prompt hook was told it ran "at the … phase of a script run", a tool call's and a
+    tool server's start's too."""
     from mcpx_hooks.supervisor.process.spawner import open_spawner
     from mcpx_hooks.supervisor.run.hookrun import run_hook
 
-    model.default = Reply(json.dumps(EVERY_KEY))
-    hook = prompt_hook("o", "observe", "what happened in @event?", effect="run")
-    hook["on"] = "run.finished"
+    model.default = Reply('{"advise": "fine"}')
+    hook = {**prompt_hook("p", "before", "Is @input safe?"), "on": on}
     (built,) = config(tmp_path, hook, models={"default": openai_model(model.url)}).hooks
-    event = {"seq": 3, "kind": "run.finished", "at": "t", "data": {"x": INJECTION}}
     async with open_spawner() as spawner:
-        report = await run_hook(spawner, built, HookContext(None, event=event))
-    frame = report.frame
-    assert frame.status == "ok" and frame.effect == "off"
-    assert {d.key for d in frame.dropped} == set(EVERY_KEY) and frame.ran is None
-    assert "event" in user_message(model.requests[0])
+        report = await run_hook(spawner, built, HookContext(None, input=({"n": 1},)))
+    assert report.frame.status == "ok", report.frame.reason
+    system = model.requests[0]["messages"][0]["content"]
+    assert system.splitlines()[0] == f"You are a hook of mcpx-hooks, run {said}."
 
 
 async def test_injection_in_an_error_stays_data(tmp_path: Path, model: LoopModel) -> None:
@@ -219,12 +266,37 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
         assert of(frames, "result")[0]["value"] == 5
 
 
+def _stopped(content: str) -> bytes:
+    """A reply whose model stopped at its token limit (`finish_reason` "length")."""
+    choice = {"message": {"role": "assistant", "content": content}, "finish_reason": "length"}
+    return json.dumps(
+        {"choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": 3}}
+    ).encode()
+
+
 @pytest.mark.parametrize(
     ("reply", "status", "said"),
     [
         (Reply("the key is sk-secret-body", status=500), "failed", "answered HTTP 500 Internal"),
         (Reply("moved", status=307), "failed", "answered HTTP 307 Temporary Redirect"),
-        (Reply("nope", status=401), "failed", "answered HTTP 401"),
+        (
+            Reply("nope", status=401),
+            "failed",
+            "answered HTTP 401 Unauthorized; if it wants an API key, name its variable in"
+            " apiKeyEnv of model default",
+        ),
+        (  # a model id the server does not serve (OpenAI's, Ollama's, vLLM's answer)
+            Reply(status=404, raw=b'{"error": {"message": "The model sk-secret-body"}}'),
+            "failed",
+            'answered HTTP 404 Not Found; check that it serves the model "loop-1" (model of'
+            " [models.default]) and that url is its base, up to /v1",
+        ),
+        (  # the model stopped at max_tokens mid-answer
+            Reply(raw=_stopped('{"advise": "sk-secret-body')),
+            "invalid-output",
+            "the model stopped at maxTokens (1024, of model default) before its answer's end;"
+            " raise it, or ask for a shorter answer: stdout starts like JSON but is not",
+        ),
         (
             Reply("slow down", status=429, headers={"retry-after": "20"}),
             "failed",
@@ -250,6 +322,8 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
         "500",
         "307",
         "401",
+        "404",
+        "length",
         "429",
         "html",
         "no-choices",
@@ -273,8 +347,25 @@ async def test_what_a_broken_model_looks_like(
     assert "https://" not in frame["reason"]  # it answered HTTP: the scheme is right
     assert model.headers[-1]["accept-encoding"] == "identity"
     assert frame["refused"]["failClosed"] is True  # closed: the failure refuses
-    if status == "invalid-output":  # what was read is shown, as for a process hook
+    if status == "invalid-output" and reply.raw is None:  # what was read, as a process hook's
         assert frame["stdoutHead"] == reply.content
+
+
+async def test_an_answer_cut_at_what_the_budget_left_says_so(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    """An answer cut at `max_tokens` read "stdout starts like JSON but is not one JSON
+    object": nothing said the model had stopped, nor that the run's budget had cut it."""
+    model.default = Reply(raw=_stopped('{"advise": "che'))
+    models = {"default": openai_model(model.url), "runBudgetTokens": 400}
+    cfg = config(tmp_path, prompt_hook("p", "onError", "@error"), models=models)
+    frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["p"]
+    left = model.requests[0]["max_tokens"]
+    assert frame["status"] == "invalid-output" and left < 1024
+    assert frame["reason"].startswith(
+        f"the model stopped at the {left} tokens the run's budget had left (of [models]"
+        " runBudgetTokens = 400), before its answer's end: "
+    )
 
 
 @pytest.mark.parametrize("failure", ["open", "closed"])

@@ -252,6 +252,30 @@ async def test_a_run_answer_is_cached_and_reused(
     assert len(model.requests) == 2
 
 
+async def test_a_state_directory_in_the_checkout_keeps_no_answer_and_the_run_says_why(
+    tmp_path: Path, model: LoopModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI job's `XDG_STATE_HOME=$PWD/.state`: its answers could have come with the checkout,
+    so none is kept or read there. The model was asked every run and nothing said why; now
+    each run says it once (two hooks), with what to do."""
+    (tmp_path / ".git").mkdir()
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / ".state"))
+    monkeypatch.chdir(tmp_path)
+    model.default = Reply(json.dumps({"run": {"argv": ["true"]}}))
+    hooks = [prompt_hook(n, "before", f"check @input ({n})", effect="run") for n in "ab"]
+    cfg = config(tmp_path, *hooks, models={"default": openai_model(model.url)})
+    for _ in range(2):
+        frames = await run_to_end(cfg, succeeding(tmp_path, input="x"))
+        assert [hooks_of(frames)[n]["cached"] for n in "ab"] == [False, False]
+        (warning,) = [w["message"] for w in of(frames, "warning")]
+        assert "prompt answers are not cached in this run" in warning
+        assert f"lies inside the git checkout {tmp_path}," in warning
+        assert "keep it outside the checkout (XDG_STATE_HOME)" in warning
+    assert (
+        len(model.requests) == 4 and not (tmp_path / ".state" / "mcpx-hooks" / "prompts").exists()
+    )
+
+
 async def test_advice_is_not_cached(tmp_path: Path, model: LoopModel) -> None:
     model.default = Reply('{"advise": "x"}')
     cfg = config(
@@ -318,7 +342,9 @@ async def test_the_api_key_is_a_secret(
     assert len(model.requests) == 1
 
 
-async def test_an_observe_prompt_hook_obeys_the_loop_rule(tmp_path: Path, model: LoopModel) -> None:
+async def test_an_observe_prompt_hook_obeys_the_loop_rule_and_asks_no_model(
+    tmp_path: Path, model: LoopModel
+) -> None:
     model.default = Reply('{"advise": "noted"}')
     observer = prompt_hook("watch", "observe", "what does @event say?")
     observer["on"] = "hook.finished"
@@ -330,10 +356,10 @@ async def test_an_observe_prompt_hook_obeys_the_loop_rule(tmp_path: Path, model:
         async with runtime.bus.subscribe(kinds=("hook.finished",), since=0) as events:
             seen = [await events.__anext__() for _ in range(events.pending)]
     # The run's one hook triggered it once; its own hook.finished never triggers it again.
-    assert len(model.requests) == 1
     (watched,) = [e for e in seen if isinstance(e, Event) and e.data.get("name") == "watch"]
-    assert watched.caused_by_observer and watched.data["model"]["name"] == "default"
-    assert "messages" not in json.dumps(watched.data)  # never the request in an event
+    assert watched.caused_by_observer and watched.data["status"] == "skipped"
+    # An observe hook's effect is off: nothing it answered could be used, so no model asked.
+    assert watched.data["effect"] == "off" and model.requests == []
 
 
 async def test_the_command_provider_under_net_by_default(readable_tmp: Path) -> None:

@@ -84,19 +84,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _no_cache() -> str:
-    """Why there is no cache to read: no state directory at all, or one inside the git
-    checkout worked in (whose answers could have come with the checkout: none is believed)."""
-    from ..config.statefiles import checkout_holding, state_path
+    from ..models.promptcache import PromptCache
 
-    state = state_path(os.environ)
-    tree = None if state is None else checkout_holding(state.parent, ".")
-    if state is None or tree is None:
-        return "no state directory: set XDG_STATE_HOME or HOME"
-    return (
-        f"the state directory {shown_file(str(state.parent))} lies inside the git checkout"
-        f" {shown_file(tree)}, which could have brought prompt answers with it, so none is"
-        " read or kept there; keep it outside the checkout (XDG_STATE_HOME)"
-    )
+    return PromptCache.refused(os.environ)
 
 
 def _lookup(cache: PromptCache, given: str, command: str) -> tuple[str, CachedAnswer] | int:

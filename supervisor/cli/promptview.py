@@ -1,6 +1,6 @@
 """Prompt hooks at the command line: `hook test --show-request` (the request a prompt hook
 would send, for review, sending nothing) and the warnings `validate` and `hooks list` give
-about prompt hooks whose model is not configured."""
+about prompt hooks whose model is not configured or whose answer could never be used."""
 
 from __future__ import annotations
 
@@ -22,11 +22,13 @@ if TYPE_CHECKING:
 
 
 def say_model_warnings(hooks: Iterable[Hook]) -> None:
-    """On stderr, one line for each prompt hook of `hooks` whose model is not configured."""
-    from ..core.models import unconfigured
+    """On stderr, one line for each prompt hook of `hooks` whose model is not configured, or
+    whose effect is off (its model is then never asked)."""
+    from ..core.models import answer_unused, unconfigured
     from .common import say
 
-    for warning in unconfigured(hooks):
+    hooks = list(hooks)
+    for warning in [*answer_unused(hooks), *unconfigured(hooks)]:
         say(f"mcpx-hooks: warning: {warning}")
 
 
@@ -100,6 +102,7 @@ def say_hook_warnings(
 def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any]:
     """What the prompt hook would send in `ctx`: where, and the body; the API key as
     `[secret NAME]`, never its value."""
+    from ..core.effects import Effect
     from ..core.hooks import effect_in_force
     from ..core.models import Provider
     from ..core.redact import Redactor
@@ -125,6 +128,11 @@ def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any
         else:
             shown["command"] = list(model.command)
         shown["body"] = request_body(model, request)
+    if effect is Effect.OFF:
+        shown["note"] = (
+            "the effect in force is off: nothing a model answered could be used, so this"
+            " request is never sent"
+        )
     redacted: dict[str, Any] = Redactor(hook_secrets((hook,), None, os.environ)).value(shown)
     return redacted
 

@@ -232,6 +232,7 @@ __all__, __getattr__, __dir__ = exports(
             "URL_PATTERN",
             "build_models",
             "is_name",
+            "answer_unused",
             "prompt_spec",
             "unconfigured",
         ),

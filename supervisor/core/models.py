@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from .effects import PHASE_CEILING, Effect
+from .points import Phase
 from .records import Record
 
 if TYPE_CHECKING:
@@ -212,11 +214,41 @@ def prompt_spec(hook: Mapping[str, Any], models: Models) -> PromptSpec:
 
 
 def unconfigured(hooks: Iterable[Hook]) -> list[str]:
-    """A warning for each prompt hook (of the `Hook`s given) whose model is not configured."""
+    """A warning for each prompt hook (of the `Hook`s given) whose model is not configured
+    (one whose effect is off asks no model: `answer_unused` says that instead)."""
     return [
         f'prompt hook "{h.name}" names model "{h.prompt.model_name}", which no'
         f" [models.{h.prompt.model_name}] table declares: it will be skipped (no model"
         " configured)"
         for h in hooks
-        if h.prompt is not None and h.prompt.model is None and h.enabled
+        if h.prompt is not None and h.prompt.model is None and h.enabled and not _off(h)
     ]
+
+
+def answer_unused(hooks: Iterable[Hook]) -> list[str]:
+    """A warning for each enabled prompt hook (of the `Hook`s given) whose effect, as its file
+    declares it, is off wherever it fires: an observe hook's always is. Nothing its model
+    answered could be used, so the model is never asked (`run/prompthook.py`)."""
+    said = []
+    for h in hooks:
+        if h.prompt is None or not h.enabled or not _off(h):
+            continue
+        if h.phase is Phase.OBSERVE:
+            said.append(
+                f'prompt hook "{h.name}" observes (phase "observe", which a hook that names no'
+                " phase gets): an observe hook's effect is always off, so nothing a model"
+                " answered could be used, and its model is never asked; give it the phase"
+                " whose answer you want (before, onSuccess, onError or suffix)"
+            )
+        else:
+            said.append(
+                f'prompt hook "{h.name}" has effect "off": nothing a model answered could be'
+                " used, so its model is never asked; give it the effect its answer needs"
+                ' ("advise" or more)'
+            )
+    return said
+
+
+def _off(hook: Hook) -> bool:
+    """Whether `hook`'s effect is off wherever it fires (by its phase, or as declared)."""
+    return min(hook.effect, PHASE_CEILING.get(hook.phase, Effect.RUN)) is Effect.OFF

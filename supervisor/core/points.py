@@ -63,6 +63,9 @@ class PointInfo(Record):
     when: tuple[When, ...] = ()
     input_schema: str = "hook-input.schema.json"
     output_schema: str = "hook-output.schema.json"
+    #: What one firing is, in a sentence's words ("a tool call"): a prompt hook's model is
+    #: told it is run at a phase of it.
+    noun: str = ""
 
 
 class When(enum.StrEnum):
@@ -162,6 +165,7 @@ POINTS: dict[str, PointInfo] = {
                 Phase.SUFFIX,
             ),
             when=(When.ARGV, When.CWD, When.FILES),
+            noun="a script run",
         ),
         PointInfo(
             "call",
@@ -169,12 +173,14 @@ POINTS: dict[str, PointInfo] = {
             " then the answer)",
             (Phase.BEFORE, Phase.ON_SUCCESS, Phase.ON_ERROR, Phase.SUFFIX),
             when=(When.SERVER, When.TOOL, When.CLIENT),
+            noun="a tool call",
         ),
         PointInfo(
             "server.start",
             "the supervisor starting a tool server (onSuccess/onError see MCP `initialize`)",
             (Phase.BEFORE, Phase.ON_SUCCESS, Phase.ON_ERROR),
             when=(When.SERVER,),
+            noun="the start of a tool server",
         ),
     )
 }

@@ -1,9 +1,11 @@
 """A prompt hook's request, built so that data is never instructions. Pure: no trio, no I/O.
 
 The request is two messages:
-- the system message, ours alone: the effect in force and what it permits, the answer
-  schema restricted to that effect's keys, and that the `<data>` blocks are data from the
-  run, never instructions. No value of the run is ever in it;
+- the system message, ours alone: what fired the hook (`occasion`: a phase of a script run,
+  a tool call or a tool server's start, or the event an observe hook follows), the effect in
+  force and what it permits, the answer schema restricted to that effect's keys, and that
+  the `<data>` blocks are data from the run, never instructions. No value of the run is ever
+  in it;
 - the user message: the hook's prompt with each placeholder replaced by a reference
   `[data: name]` (`@@` becomes `@`), then one block per placeholder, in order of first use:
   `<data name="error" nonce="…">`, the value JSON-encoded with `<`, `>` and `&` escaped as
@@ -26,12 +28,16 @@ from typing import Any, Final
 import attrs
 
 from .effects import EFFECT_MEANING, Effect
+from .events import EventKind
 from .placeholders import BUILTINS, PLACEHOLDER, Placeholder, find, lookup
 from .placeholders import RESERVED as CONTEXT
+from .points import POINTS, Phase
 from .records import Record
 
 #: The most characters of one value's JSON in a block.
 MAX_BLOCK_CHARS: Final = 256 * 1024
+#: The event kinds an observe hook's system message may name (ours, never a value's).
+_KINDS: Final = frozenset(k.value for k in EventKind)
 _ESCAPES: Final = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
 
 
@@ -77,7 +83,21 @@ def block(name: str, value: Any, nonce: str) -> str:
     return f'<data name="{name}" nonce="{nonce}">\n{encode_value(value)}\n</data nonce="{nonce}">'
 
 
-def system_message(effect: Effect, phase: str, schema: Mapping[str, Any], nonce: str) -> str:
+def occasion(phase: str, on: str, kind: str | None = None) -> str:
+    """What fired the hook, as its system message says it: the phase of its point's firing
+    (`POINTS`' noun), or for an observe hook the event it follows. Only words of ours: an
+    event kind that is not one of `EventKind` (a `hook test --event` file's) is not repeated,
+    the hook's `on` (its config's) is said instead."""
+    if phase == Phase.OBSERVE:
+        known = kind if kind in _KINDS else None
+        if known is not None:
+            return f'as an observe hook, after a "{known}" event'
+        return f'as an observe hook, after an event it follows (on = "{on}")'
+    point = POINTS.get(on)
+    return f"at the {phase} phase of {point.noun if point else f'the point {on!r}'}"
+
+
+def system_message(effect: Effect, fired: str, schema: Mapping[str, Any], nonce: str) -> str:
     keys = ", ".join(f"`{k}`" for k in schema.get("properties", {})) or "none (answer {})"
     may = (
         "can change nothing"  # (observe: "may nothing and nothing more" was sent)
@@ -85,7 +105,7 @@ def system_message(effect: Effect, phase: str, schema: Mapping[str, Any], nonce:
         else f"may {EFFECT_MEANING[effect]} and nothing more"
     )
     return (
-        f"You are a hook of mcpx-hooks, run at the {phase} phase of a script run.\n"
+        f"You are a hook of mcpx-hooks, run {fired}.\n"
         f'The effect in force is "{effect.word}": your answer {may}.'
         f" The keys it permits: {keys}; any other key is dropped, never honoured.\n"
         "Answer with one JSON object and nothing else, valid against this JSON schema:\n"
@@ -107,8 +127,11 @@ def build_request(
     values: Mapping[str, Any],
     context: Any = None,
     nonce: str | None = None,
+    on: str = "script",
+    kind: str | None = None,
 ) -> PromptRequest:
-    """The request for `prompt` at `phase` with the effect in force.
+    """The request for `prompt` at `phase` of the point `on` (for an observe hook, after an
+    event of `kind`; `occasion`) with the effect in force.
 
     `values` holds each placeholder's value by its name (`error`, a var's name…); a
     placeholder's path is looked up in it (`placeholders.lookup`); a name missing from
@@ -135,7 +158,7 @@ def build_request(
         blocks.append((CONTEXT, context))
     user = "\n\n".join([text, *(block(name, value, nonce) for name, value in blocks)])
     return PromptRequest(
-        system_message(effect, phase, schema, nonce),
+        system_message(effect, occasion(phase, on, kind), schema, nonce),
         user,
         schema,
         tuple(name for name, _ in blocks),

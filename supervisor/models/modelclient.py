@@ -78,6 +78,8 @@ class Reply(Record):
     content: str
     prompt_tokens: int
     completion_tokens: int
+    #: The model stopped at `max_tokens` (`finish_reason` "length"): its answer may be cut.
+    cut: bool = False
 
 
 def shown_url(url: str) -> str:
@@ -187,6 +189,7 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
             if resp.status_code >= 300:  # a redirect is not followed: the config says where
                 raise ModelFailed(
                     f"{where} answered HTTP {_status(resp.status_code)}{_later(resp)}"
+                    f"{_check(resp.status_code, model)}"
                 )
             encoding = resp.headers.get("content-encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
@@ -254,6 +257,24 @@ def _later(resp: httpx.Response) -> str:
     return f" (it asks to be tried again after {int(after)} s)" if after.isdigit() else ""
 
 
+def _check(code: int, model: Model) -> str:
+    """What to check for a status a config can cause, from the config alone (never the
+    server's words): a 404 (a model id it does not serve, as OpenAI, Ollama and vLLM answer
+    one; or a URL that is not the base), a 401 or 403 (the key)."""
+    if code == http.HTTPStatus.NOT_FOUND:
+        return (
+            f"; check that it serves the model {json.dumps(model.model_id)} (model of"
+            f" [models.{model.name}]) and that url is its base, up to /v1"
+        )
+    if code in (http.HTTPStatus.UNAUTHORIZED, http.HTTPStatus.FORBIDDEN):
+        if model.api_key_env is None:
+            return f"; if it wants an API key, name its variable in apiKeyEnv of model {model.name}"
+        return (
+            f"; check the key in {shown_name(model.api_key_env)} (apiKeyEnv of model {model.name})"
+        )
+    return ""
+
+
 def _status(code: int) -> str:
     """A status and its standard phrase (never the server's own words)."""
     try:
@@ -280,9 +301,10 @@ def _reply(data: bytes, body: bytes, where: str, cap: int) -> Reply:
         usage.get(k) if isinstance(usage, dict) else None
         for k in ("prompt_tokens", "completion_tokens")
     ]
+    cut = _at(obj, "choices", 0, "finish_reason") == "length"
     if all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
-        return Reply(content, int(counts[0] or 0), int(counts[1] or 0))
-    return Reply(content, estimate(body), estimate(content))
+        return Reply(content, int(counts[0] or 0), int(counts[1] or 0), cut)
+    return Reply(content, estimate(body), estimate(content), cut)
 
 
 def _at(obj: Any, *path: str | int) -> Any:

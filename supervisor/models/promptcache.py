@@ -181,6 +181,21 @@ class PromptCache(Record):
             return None  # (in the checkout worked in, its answers may be the checkout's)
         return cls(state.parent / PROMPTS_DIR)
 
+    @staticmethod
+    def refused(environ: Mapping[str, str]) -> str:
+        """Why `open` gives no cache, and how to have one: no state directory at all, or one
+        inside the git checkout worked in (whose answers could have come with the checkout:
+        none is believed)."""
+        state = state_path(environ)
+        tree = None if state is None else checkout_holding(state.parent, ".")
+        if state is None or tree is None:
+            return "no state directory: set XDG_STATE_HOME or HOME"
+        return (
+            f"the state directory {shown_file(str(state.parent))} lies inside the git checkout"
+            f" {shown_file(tree)}, which could have brought prompt answers with it, so none is"
+            " read or kept there; keep it outside the checkout (XDG_STATE_HOME)"
+        )
+
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.json"
 

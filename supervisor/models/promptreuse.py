@@ -4,8 +4,9 @@ prompt cache (`promptcache.py`) and reused without asking the model.
 The key is the cache's (`cache_key`): the hook's name, its prompt, the effect in force, the
 model's name and id, and the placeholder values the request carries. Only the keys the
 effect in force permits are kept, redacted as the run redacts; a cache that cannot be used
-(no state directory, a file not this user's) is no cache: the model is asked, and a store
-that fails is said once in the run's warnings, never fails the hook.
+(no state directory, one inside the checkout worked in, a file not this user's) is no
+cache: the model is asked, and the run's warnings say once why there is none (as they say a
+store that failed), which never fails the hook.
 """
 
 from __future__ import annotations
@@ -40,10 +41,17 @@ def may_keep(effect: Effect) -> bool:
     return effect >= LEAST_KEPT
 
 
-def lookup(key: str) -> dict[str, Any] | None:
-    """The cached answer object under `key`, or None (no entry, no usable cache)."""
+def lookup(key: str, run: PromptRun) -> dict[str, Any] | None:
+    """The cached answer object under `key`, or None (no entry, no usable cache: the run is
+    then told once why there is none, and how to have one)."""
     cache = PromptCache.open(os.environ)
-    entry = cache.get(key) if cache is not None else None
+    if cache is None:
+        run.warn_once(
+            "prompt answers are not cached in this run, so each prompt hook whose answer would"
+            f" be kept asks its model every run: {PromptCache.refused(os.environ)}"
+        )
+        return None
+    entry = cache.get(key)
     return dict(entry.answer) if entry is not None else None
 
 

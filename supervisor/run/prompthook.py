@@ -2,6 +2,9 @@
 model (`models/modelclient.py`) or its answer taken from the cache (`models/promptreuse.py`),
 read like a hook's stdout, and the hook frame that says what happened.
 
+- The effect in force is `off` (an observe hook's always; any hook's the caller's or the
+  supervisor's autonomy lowered that far): `skipped` ("effect off: …"), and its model is not
+  asked: nothing it answered could be used, and a model's answer costs money and time.
 - No model configured under the hook's `model`: `skipped` ("no model configured"), one
   `warning` frame in the run, and the run carries on whatever `failure` says.
 - The run's token budget (`[models] runBudgetTokens`): what the replies' usage counted so
@@ -38,8 +41,9 @@ from ..core.errors import SandboxUnavailable
 from ..core.frames import HookStatus
 from ..core.hookframes import Ran, Tokens
 from ..core.hooks import Hook
-from ..core.models import PromptSpec
+from ..core.models import Model, PromptSpec
 from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names_in
+from ..core.points import Phase
 from ..core.promptbuild import PromptRequest, build_request
 from ..models import promptreuse
 from ..models.modelclient import ModelFailed, Reply, ask_model, estimate, request_body
@@ -59,6 +63,7 @@ from .hookframe import (
 from .output import InvalidOutput, read_output, stdout_head
 
 NO_MODEL: Final = "no model configured"
+EFFECT_OFF: Final = "effect off: nothing it answered could be used, so its model was not asked"
 TOKEN_BUDGET: Final = "token budget"
 #: A reply wrapped in one Markdown code fence (as models often answer) is read without it.
 _FENCE: Final = re.compile(r"\A\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL)
@@ -111,6 +116,8 @@ def prompt_request(
         schema=answer_schema(effect),
         values=values if values is not None else placeholder_values(hook, spec, effect, ctx),
         context=hook_input(hook, effect, ctx),
+        on=hook.on,
+        kind=ctx.point(hook) if hook.phase is Phase.OBSERVE else None,
     )
 
 
@@ -118,6 +125,8 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
     """Runs the prompt hook once; see the module docstring. Never raises for a broken model."""
     spec = hook.prompt or PromptSpec()  # a hook built by hand: the default model, unresolved
     run = ctx.prompts or PromptRun()
+    if frame.clamped.effect is Effect.OFF:
+        return frame.skipped(EFFECT_OFF)
     if spec.model is None:
         run.warn_once(
             f'prompt hook "{hook.name}" was skipped: no model configured (it names model'
@@ -132,7 +141,7 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
     key = None
     if promptreuse.may_keep(effect):
         key = promptreuse.key_for(hook, effect, model, used_values(str(hook.target), values))
-        cached = promptreuse.lookup(key)
+        cached = promptreuse.lookup(key, run)
         if cached is not None:  # costs no token: used even past the budget
             return await _answered(
                 spawner, hook, ctx, frame, cached, started=started, cached=True, **shown
@@ -180,12 +189,26 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
         obj = read_answer(text)
     except InvalidOutput as exc:
         head = stdout_head(text, ctx.redactor)
-        return frame.failed(
-            HookStatus.INVALID_OUTPUT, str(exc), started, stdout_head=head, **fields
-        )
+        why = f"{_cut_said(body, model, spec)}: {exc}" if reply.cut else str(exc)
+        return frame.failed(HookStatus.INVALID_OUTPUT, why, started, stdout_head=head, **fields)
     if key is not None and promptreuse.worth_keeping(obj, effect):
         await promptreuse.store(key, hook, effect, model, obj, redactor=ctx.redactor, run=run)
     return await _answered(spawner, hook, ctx, frame, obj, started=started, **fields)
+
+
+def _cut_said(body: dict[str, Any], model: Model, spec: PromptSpec) -> str:
+    """Why an answer the model stopped at its token limit is cut: `maxTokens`, or what the
+    run's budget had left."""
+    sent = body.get("max_tokens")
+    if isinstance(sent, int) and sent < model.max_tokens:
+        return (
+            f"the model stopped at the {sent} tokens the run's budget had left (of [models]"
+            f" runBudgetTokens = {spec.run_budget_tokens}), before its answer's end"
+        )
+    return (
+        f"the model stopped at maxTokens ({model.max_tokens}, of model {model.name}) before"
+        " its answer's end; raise it, or ask for a shorter answer"
+    )
 
 
 def read_answer(text: bytes) -> dict[str, Any]:
