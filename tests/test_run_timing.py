@@ -16,6 +16,7 @@ own wait and a prompt hook's timeout are in virtual time in `test_servers.py`,
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -25,7 +26,7 @@ import pytest
 import trio
 import trio.testing
 from mcp import types
-from prompting import config, openai_model, private_state, prompt_hook
+from prompting import config, private_state
 
 from mcpx_hooks.supervisor.core.effects import AnsweredBy, Effect
 from mcpx_hooks.supervisor.core.events import EventKind
@@ -33,7 +34,7 @@ from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import Action, Config, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.core.servers import ServerSpec
-from mcpx_hooks.supervisor.process.spawner import Spawner
+from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.asking import Asks
 from mcpx_hooks.supervisor.run.bus import Bus
 from mcpx_hooks.supervisor.run.calls import ScriptCalls
@@ -275,30 +276,37 @@ async def test_an_ask_answered_before_its_deadline_is_settled_when_answered(
 async def test_the_observers_are_waited_for_at_most_drain_ms(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    # A model that takes the request and never answers: a socket of this test's own that
-    # listens and never accepts (no server thread outlives the test).
-    (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    port = listener.socket.getsockname()[1]
-    observer = prompt_hook("watch", "observe", "what does @event say?", on="run.finished")
-    models = {"default": openai_model(f"http://127.0.0.1:{port}/v1")}
-    cfg = config(tmp_path, observer, models=models, observe={"drainMs": 750})
+    # An observer that takes far longer than the drain bound: a real process sleeping (a
+    # prompt hook observes without asking its model now: its answer could not be used).
+    observer = {
+        "name": "watch",
+        "on": "run.finished",
+        "phase": "observe",
+        "run": ["sleep", "30"],
+        "timeoutMs": 60_000,
+    }
+    cfg = config(tmp_path, observer, observe={"drainMs": 750})
     bus = Bus()
-    async with listener, trio.open_nursery() as nursery:
+    # The clock jumps only once the spawner has started (its report is read within a bound
+    # that a jump would end at once).
+    autojump_clock.autojump_threshold = math.inf
+    async with open_spawner() as spawner, trio.open_nursery() as nursery:
+        autojump_clock.autojump_threshold = 0
         stats = await nursery.start(
             lambda task_status: serve_observers(
                 bus,
-                NO_SPAWNER,
+                spawner,
                 cfg.hooks,
                 caller_autonomy=Effect.RUN,
                 supervisor_max=Effect.RUN,
                 task_status=task_status,
             )
         )
-        runtime = Runtime(cfg, NO_SPAWNER, bus, journals=cast(Any, None), observers=stats)
+        runtime = Runtime(cfg, spawner, bus, journals=cast(Any, None), observers=stats)
         bus.publish(EventKind.RUN_FINISHED, {"status": "ok"}, run_id="r1")
         start = trio.current_time()
         await runtime.wait_observers()
-        # The prompt hook's own timeout (30 s) is far off: the drain bound ended the wait.
+        # The hook's own timeout (60 s) is far off: the drain bound ended the wait.
         assert trio.current_time() - start == pytest.approx(0.75)
         assert not stats.idle and stats.events == 1
         nursery.cancel_scope.cancel()

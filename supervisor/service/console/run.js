@@ -12,6 +12,9 @@ import { QuestionLink } from "./questions.js";
 import { RunningList } from "./running.js";
 import { AnsweredBy, Control, FrameType, HookStatus, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
+/** What a person does to move the page: it ends keeping an opened line in view. */
+const ANCHOR_BREAKERS = ["wheel", "keydown", "mousedown", "touchstart"];
+
 /** Frames that are the script's output: drawn in the output list, one group in the timeline. */
 const OUTPUT = new Set(OUTPUT_TYPES);
 
@@ -50,6 +53,11 @@ export class RunView {
     this.running = running;
     this.frames = 0; // the next seq expected
     this.ended = false;
+    // The output line opened at, kept in view while the frames after it are drawn above the
+    // output box, until the run's end or a person moves the page (`keepAnchor`).
+    this.anchored = null;
+    this.unanchor = () => (this.anchored = null);
+    for (const kind of ANCHOR_BREAKERS) document.addEventListener(kind, this.unanchor, { passive: true });
     this.asks = new Map(); // askId → {frame, group, buttons, state, left, timer, sent, asked}
     this.settled = new Map(); // askId → the same, once its hook frame came (`SETTLED_KEPT`)
     this.group = null; // the timeline row of the output frames being received
@@ -136,12 +144,25 @@ export class RunView {
       r.scrollIntoView({ block: "center" });
     };
     if (row) return mark(row);
-    if (this.output.reveal(seq)) return this.output.root.scrollIntoView({ block: "center" });
+    if (this.output.reveal(seq)) {
+      this.anchored = seq;
+      return this.keepAnchor();
+    }
     const folded = [...this.timeline.querySelectorAll("li.folded")].find((r) => seq >= Number(r.dataset.first) && seq <= Number(r.dataset.last));
     if (folded) mark(folded);
   }
 
+  /** The marked output line in view (not the box's middle: a box taller than the window
+   * would centre a part the line is not in), again after each batch of frames drawn above
+   * it, until the run has ended. */
+  keepAnchor() {
+    const line = this.output.root.querySelector(".line.marked");
+    (line ?? this.output.root).scrollIntoView({ block: "center" });
+    if (this.ended) this.anchored = null;
+  }
+
   close() {
+    for (const kind of ANCHOR_BREAKERS) document.removeEventListener(kind, this.unanchor);
     this.socket.close();
     this.hooksNow.stop();
     if (this.stopListening) this.stopListening();
@@ -194,6 +215,7 @@ export class RunView {
     const n = this.output.length;
     if (count) count.textContent = n ? `(${n.toLocaleString()} line${n === 1 ? "" : "s"})` : this.ended ? "(none: the script printed nothing)" : "";
     if (this.target !== null) this.reveal();
+    else if (this.anchored !== null) this.keepAnchor();
     this.toQuestion.drawn();
   }
 
