@@ -116,7 +116,8 @@ def test_the_parser_reads_sgr_and_drops_every_other_escape(
 
 
 #: The page's own bookkeeping, run in the page: hooks running by the bus's events (a finish
-#: replayed before its start included), the time said, and a query's words marked as text.
+#: replayed before its start included), the time said, and the words the server found marked
+#: as text (marks in code points, an emoji one; one out of order or out of the line ignored).
 BOOKKEEPING = """async () => {
   const running = await import('/console/running.js');
   const search = await import('/console/search.js');
@@ -140,9 +141,9 @@ BOOKKEEPING = """async () => {
     running.runningFor('2026-01-01T00:00:00Z', t0 + 185000),
     running.runningFor('2026-01-01T00:00:00Z', t0 - 3000), running.runningFor('nonsense'),
     running.askedAgo('2026-01-01T00:00:00Z', t0 + 7000), running.askedAgo('nonsense')];
-  const marked = search.marked('a <b>Needle</b> and needle-42', search.terms('"needle" x'));
+  const marked = search.marked('a <b>Needle</b> 🚀 and needle-42',
+    [[5, 11], [16, 17], [3, 4], [22, 28], [29, 99], 'x']);
   return {first, second, third, heard: heard.length, said,
-    terms: search.terms('one "two words" "stray'),
     marked: marked.map((n) => typeof n === 'string' ? n : `[${n.textContent}]`),
     link: search.searchLink('a b', 'r1')};
 }"""
@@ -166,8 +167,7 @@ def test_the_page_s_bookkeeping_of_running_hooks_and_search_words(
         "asked 7 s ago",
         "asked",
     ]
-    assert got["terms"] == ["one", "two words", "stray"]
-    assert got["marked"] == ["a <b>", "[Needle]", "</b> and ", "[needle]", "-42"]
+    assert got["marked"] == ["a <b>", "[Needle]", "</b> ", "[🚀]", " and ", "[needle]", "-42"]
     assert got["link"] == "#/search?q=a+b&run=r1"
 
 
@@ -466,6 +466,56 @@ def test_the_search_box_finds_in_all_runs_or_this_one(page: Page, served: dict[s
     marked = page.locator(".output .line.marked")
     expect(marked).to_contain_text("step 321 needle-42 found", timeout=WAIT_MS)
     expect(marked).to_be_in_viewport()
+
+
+#: Lines whose words a search finds though they are not typed as they are: other case,
+#: accents, punctuation between a phrase's words, a CJK run's middle, emoji.
+MARKED_LINES = [
+    "build step Needle-42 done, needles elsewhere",
+    "le café est prêt",
+    "日本語テキストを表示します",
+    "deploy 🚀 launched, 👍🏽 from ops",
+]
+
+
+def test_the_search_marks_what_the_index_found(page: Page, served: dict[str, Any]) -> None:
+    """Each match marks the words as the index found them: `"needle 42"` marks `Needle-42`,
+    `NEEDLE` not the `needle` in `needles`, `cafe` marks `café`, `"本語 テキ"` the middle of
+    a CJK run, `"🚀launched"` the emoji and the word after it, `👍` the thumb with its skin
+    tone (the marks were the typed text matched literally, whatever the index found)."""
+    sign_in(page, served)
+    script = served["cwd"] / "marked.py"  # (its argv names the file, not the words)
+    script.write_text("".join(f"print({line!r})\n" for line in MARKED_LINES), encoding="utf-8")
+    run_id = exec_run(served, {"argv": [PY, str(script)]}, wait=True)
+    page.wait_for_function(
+        """async (id) => (await (await fetch(`/v1/search?q=launched&run=${id}`)).json())
+          .length > 0""",
+        arg=run_id,
+        timeout=WAIT_MS,
+    )
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    box = page.get_by_role("searchbox", name="Search the runs")
+    page.get_by_label("this run").check()
+    cases = {
+        '"needle 42"': ["Needle-42"],
+        "NEEDLE": ["Needle"],  # a word whole: `needles` is another word
+        "cafe PRET": ["café", "prêt"],
+        "本語テ": ["本語テ"],
+        '"本語 テキ"': ["本語テキ"],  # a CJK phrase: its characters, one after the other
+        "🚀": ["🚀"],
+        '"🚀launched"': ["🚀 launched"],
+        "👍 ops": ["👍🏽", "ops"],
+    }
+    got = {}
+    for query in cases:
+        box.fill(query)
+        page.get_by_role("button", name="Search").click()
+        said = page.locator(".search-said")
+        quoted = query if '"' in query else f"“{query}”"
+        expect(said).to_contain_text(f"1 match for {quoted}", timeout=WAIT_MS)
+        got[query] = page.locator(".matches .match mark").all_text_contents()
+    assert got == cases
 
 
 def test_the_screenshots_of_the_terminal_parts_were_written() -> None:

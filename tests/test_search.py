@@ -36,7 +36,7 @@ from mcpx_hooks.supervisor.history.search import (
     query,
     shown_text,
 )
-from mcpx_hooks.supervisor.history.snippets import snippet
+from mcpx_hooks.supervisor.history.snippets import marks, snippet
 from mcpx_hooks.supervisor.history.store import History, Written
 from mcpx_hooks.supervisor.run.journals import Journals
 from mcpx_hooks.supervisor.service.protocolevents import Request
@@ -148,6 +148,7 @@ def test_a_line_is_found_in_a_100000_line_run_at_its_seq(history: History) -> No
         "seq": 77_777,
         "type": "stdout",
         "snippet": "the build said needle-42 here",
+        "marks": [[15, 24]],
     }
     # The seq points at the frame holding it: the stored line at that seq has the text.
     stored, _ = history.lines("big", found["seq"]) or ([], False)
@@ -366,6 +367,42 @@ def test_snippet_is_the_line_as_printed_cut_around_the_first_term() -> None:
     assert not unicodedata.combining(snippet(accented, ["needle"])[1])
 
 
+def test_marks_are_where_the_index_found_the_terms() -> None:
+    """A snippet's marks are its words as the index matched them (the console marked the
+    typed text, literally, and `"needle 42"` marked nothing in `Needle-42`)."""
+
+    def marked(text: str, *words: str) -> list[str]:
+        return [text[start:end] for start, end in marks(text, words)]
+
+    assert marked("build Needle-42 done, needles", "needle 42") == ["Needle-42"]
+    assert marked("build Needle-42 done, needles", "NEEDLE") == ["Needle"]  # words whole
+    assert marked("le café est prêt", "cafe", "PRET") == ["café", "prêt"]
+    assert marked("un cafe\u0301 noir", "cafe") == ["cafe\u0301"]  # its accent with it
+    assert marked("two  spaces", "two spaces") == ["two  spaces"]
+    assert marked("日本語テキストを表示します", "本語 テキ", "表示") == ["本語テキ", "表示"]
+    assert marked("deploy 🚀launched, ✅passed", "🚀 launched", "passed") == [
+        "🚀launched",
+        "passed",
+    ]
+    # An emoji whole: its skin tone, the rest of its sequence.
+    assert marked("👍🏽 ok 👩\u200d💻 👩🏽\u200d💻", "👍", "💻") == [
+        "👍🏽",
+        "👩\u200d💻",
+        "👩🏽\u200d💻",
+    ]
+    assert marks("nothing here", ["absent"]) == [] and marks("x", []) == []
+    # The line shown is one that holds the word, not a longer word: `need` is not in `needles`.
+    assert snippet("needles\nwe need it", ["need"]) == "…we need it"
+
+
+@given(st.text(max_size=60), st.lists(st.text(max_size=8), max_size=3))
+def test_marks_are_in_order_apart_and_in_the_text(text: str, words: list[str]) -> None:
+    at = 0
+    for start, end in marks(text, words):
+        assert at <= start < end <= len(text)
+        at = end
+
+
 @pytest.mark.parametrize("typed", HOSTILE)
 def test_hostile_queries_are_text_never_an_error(history: History, typed: str) -> None:
     store(history, "r", run_lines("r", 20, {4: 'needle OR "quoted" NEAR * : ^x'}), 1.0)
@@ -387,7 +424,9 @@ def test_what_looks_like_syntax_is_searched_as_text(history: History) -> None:
 def test_no_query_string_raises(tmp_path_factory: pytest.TempPathFactory, typed: str) -> None:
     history = _shared(tmp_path_factory)
     found = history.search(typed, limit=5)
-    assert len(found) <= 5 and all(set(m) == {"runId", "seq", "type", "snippet"} for m in found)
+    assert len(found) <= 5 and all(
+        set(m) == {"runId", "seq", "type", "snippet", "marks"} for m in found
+    )
 
 
 @given(st.text(max_size=200))
@@ -437,7 +476,7 @@ def test_v1_search_needs_the_token_and_a_good_limit(history: History) -> None:
     assert _search("/v1/search?q=needle", journals, token="wrong").status == 401
     found = _search("/v1/search?q=needle&run=r", journals)
     assert json.loads(found.body) == [
-        {"runId": "r", "seq": 4, "type": "stdout", "snippet": "needle here"}
+        {"runId": "r", "seq": 4, "type": "stdout", "snippet": "needle here", "marks": [[0, 6]]}
     ]
     assert json.loads(_search("/v1/search?q=needle&run=other", journals).body) == []
     nothing = _search("/v1/search", journals)  # no q: nothing asked, nothing found

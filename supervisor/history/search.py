@@ -35,7 +35,7 @@ import orjson
 from ..core.frames import FrameType
 from ..core.jsontext import wire_loads
 from ..core.shellwords import shell_line
-from .snippets import snippet
+from .snippets import marks, snippet
 from .words import alone, spaced
 
 #: The fields searched in each frame type (attrs names of the type's class).
@@ -298,8 +298,9 @@ def query(text: str) -> str | None:
 def find(
     db: sqlite3.Connection, text: str, *, run_id: str | None = None, limit: int = MATCHES
 ) -> list[dict[str, Any]]:
-    """The matches of `text` (`{runId, seq, type, snippet}`), newest run first and the later
-    frames of a run first; `limit` is kept within 1 and `MAX_MATCHES`."""
+    """The matches of `text` (`{runId, seq, type, snippet, marks}`: `marks` where in the
+    snippet the terms are), newest run first and the later frames of a run first; `limit` is
+    kept within 1 and `MAX_MATCHES`."""
     match = query(text)
     limit = max(1, min(limit, MAX_MATCHES))
     if match is None or not _indexed(db):
@@ -348,12 +349,14 @@ def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> lis
         if seq - first >= len(chunks[key, first]):
             continue
         frame = wire_loads(chunks[key, first][seq - first])
+        said = snippet(plain(shown_text(frame)), words)
         found.append(
             {
                 "runId": ids[key],
                 "seq": seq,
                 "type": frame.get("type"),
-                "snippet": snippet(plain(shown_text(frame)), words),
+                "snippet": said,
+                "marks": [list(m) for m in marks(said, words)],
             }
         )
     return found

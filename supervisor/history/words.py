@@ -30,6 +30,9 @@ _SYMBOLS: Final = (
 )
 #: What stands between an emoji's parts: its skin tone, a joiner, its presentation selector.
 _JOINERS: Final = "\U0001f3fb-\U0001f3ff\u200d\ufe0e\ufe0f\u20e3"
+#: The joiner of an emoji's sequence (`👩‍💻`: woman, joiner, laptop).
+ZWJ: Final = "\u200d"
+_ATTACHED: Final = re.compile(f"[{_JOINERS}]")
 _SPLIT: Final = re.compile(f"([{CJK}])|([{_JOINERS}])|[{_SYMBOLS}]")
 #: Where a symbol's word is: a private-use plane, which the tokenizer keeps as letters.
 _PRIVATE: Final = 0xF0000
@@ -53,6 +56,12 @@ def _part(found: re.Match[str]) -> str:
 
 def _symbol(char: str) -> bool:
     return unicodedata.category(char) == "So"
+
+
+def attached(char: str) -> bool:
+    """Whether `char` is shown as part of the character before it: an accent, an emoji's skin
+    tone, joiner or presentation selector."""
+    return _ATTACHED.match(char) is not None or unicodedata.combining(char) != 0
 
 
 def alone(char: str) -> bool:

@@ -126,6 +126,19 @@ function list(label, items) {
   );
 }
 
+/** A prompt hook's model and what its answer cost, as `exec` says them: `model default
+ * (openai qwen2.5-coder:7b): 412 tokens in, 31 out · answered in 806 ms`, or that the answer
+ * was the one kept, the model not asked. */
+function modelSaid(h) {
+  const m = h.model;
+  let said = typeof m === "object" ? `model ${m.name} (${[m.provider, m.model].filter(Boolean).join(" ")})` : `model ${m}`;
+  const t = h.tokens;
+  if (h.cached) said += ": the cached answer, the model not asked";
+  else if (t && typeof t === "object") said += `: ${t.prompt} tokens in, ${t.completion} out`;
+  if (!h.cached && h.latencyMs != null) said += `${t ? " · " : ": "}answered in ${duration(h.latencyMs)}`;
+  return said;
+}
+
 /** How a frame's field is said on the page. */
 const SAID = { exitCode: "exit code", refusedBy: "refused by", signal: "signal", cause: "cause" };
 
@@ -188,8 +201,9 @@ function hookBody(h) {
   if (h.proposals && h.proposals.length) {
     parts.push(el("details", {}, el("summary", {}, `${h.proposals.length} proposal(s), not applied`), pre(shown(h.proposals))));
   }
-  const exit = fields(h, ["exitCode", "signal", "model", "tokens", "cached"]);
+  const exit = fields(h, ["exitCode", "signal"]);
   if (exit) parts.push(exit);
+  if (h.model) parts.push(el("p", { class: "fields model" }, modelSaid(h)));
   const used = h.resources;
   if (used) parts.push(el("p", { class: "fields used" }, `used ${used.cpuMs} ms of CPU · ${size(used.maxRssKb * 1024)} of memory at most`));
   if (h.ran) parts.push(el("details", {}, el("summary", {}, `ran ${commandLine(h.ran.argv)}: ${h.ran.status}`), pre(shown(h.ran))));

@@ -1,6 +1,9 @@
 // Searching the runs' output, logs, advice, hook names, argv and errors: `GET /v1/search`,
 // in every stored run or in the run that is open. Each match links to its run, opened at
 // its frame (`#/runs/ID@seq`). What is typed is sent as it is: words and quoted phrases.
+// Where the words are in each match's line is the server's to say (`marks`), as its index
+// found them: case and accents aside, a phrase with whatever stands between its words, each
+// CJK character and each emoji a word.
 
 import { plainText } from "./ansi.js";
 import { el } from "./dom.js";
@@ -43,12 +46,12 @@ export async function search(into, q, run = null) {
   const said = matches.length === 0 ? "No match" : matches.length >= LIMIT ? `The newest ${matches.length} matches` : `${matches.length} match${matches.length === 1 ? "" : "es"}`;
   into.replaceChildren(
     el("p", { class: "search-said", role: "status" }, `${said} for ${words.includes('"') ? words : `“${words}”`} ${where}.`),
-    el("ol", { class: "matches" }, ...matches.map((m) => match(m, terms(words)))),
+    el("ol", { class: "matches" }, ...matches.map(match)),
   );
   return matches;
 }
 
-function match(m, words) {
+function match(m) {
   return el(
     "li",
     { class: "match" },
@@ -56,25 +59,23 @@ function match(m, words) {
       "a",
       { href: runLink(m.runId, m.seq) },
       el("span", { class: "match-where" }, el("code", {}, m.runId), ` #${m.seq} `, el("span", { class: "type" }, m.type)),
-      el("span", { class: "snippet" }, ...marked(plainText(m.snippet ?? ""), words)),
+      el("span", { class: "snippet" }, ...marked(m.snippet ?? "", m.marks)),
     ),
   );
 }
 
-/** The words and phrases of a query, for marking them in a snippet. */
-export function terms(q) {
-  const found = [];
-  for (const m of q.matchAll(/"([^"]+)"|(\S+)/g)) {
-    const term = (m[1] ?? m[2]).replaceAll('"', "").trim();
-    if (term) found.push(term.toLowerCase());
+/** The snippet with each of its `marks` (`[start, end]`, in characters: code points) in a
+ * `<mark>`, as text nodes only, never markup; the rest as a terminal shows it. */
+export function marked(snippet, marks) {
+  const chars = Array.from(snippet);
+  const out = [];
+  let at = 0;
+  for (const mark of Array.isArray(marks) ? marks : []) {
+    const [start, end] = Array.isArray(mark) ? mark : [];
+    if (!(start >= at && end > start && end <= chars.length)) continue;
+    out.push(plainText(chars.slice(at, start).join("")), el("mark", {}, plainText(chars.slice(start, end).join(""))));
+    at = end;
   }
-  return found;
-}
-
-/** The text with each occurrence of a term in a `<mark>` (text nodes only, never markup). */
-export function marked(text, words) {
-  if (!words.length) return [text];
-  const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-  const pattern = new RegExp(`(${escaped.join("|")})`, "gi");
-  return text.split(pattern).map((part, i) => (i % 2 ? el("mark", {}, part) : part)).filter((p) => p !== "");
+  out.push(plainText(chars.slice(at).join("")));
+  return out.filter((p) => p !== "");
 }
