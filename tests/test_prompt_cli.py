@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loopmodel import LoopModel, Reply
@@ -391,3 +392,75 @@ def test_a_request_s_placeholder_no_prompt_hook_declares_is_refused_every_way_in
         )
         taken = admit(parse_exec(json.dumps({**sent, "placeholders": {"team": "x"}})), caller)
         assert taken.request.placeholders == {"team": "x"}
+
+
+def test_a_serve_judges_the_prompt_cache_by_the_checkout_a_request_s_run_works_in(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    """A `serve` started outside any checkout, whose state directory lies inside the git
+    checkout a request's `cwd` is in, kept and reused that run's prompt answers there (it
+    judged "inside the checkout" from its own working directory): a `run` answer the
+    project's own files could plant was taken without asking the model. Now the run's
+    checkout is the one judged: none is kept or read there, and the run says why; a state
+    directory inside the checkout `serve` started in is still refused for a run elsewhere."""
+    from service_client import arun, run_remote, start_server
+
+    model.default = Reply(json.dumps({"run": {"argv": ["true"]}}))
+    served, project, elsewhere = (tmp_path / n for n in ("served", "project", "elsewhere"))
+    for directory in (served, project, elsewhere):
+        directory.mkdir()
+    (project / ".git").mkdir()
+    path = served / "c.toml"
+    path.write_text(
+        f"""
+[defaults]
+sandbox = "none"
+[script]
+sandbox = "none"
+[service]
+sandboxes = ["none"]
+roots = ["{project}", "{elsewhere}", "{served}"]
+
+[models.default]
+provider = "openai"
+url = "{model.url}"
+model = "loop-1"
+
+[[hooks]]
+name = "fix"
+on = "script"
+phase = "before"
+prompt = "What should run first?"
+effect = "run"
+"""
+    )
+
+    def runs(started_in: Path, state: Path, cwd: Path) -> list[dict[str, Any]]:
+        server = start_server(started_in, "--config", str(path), env={"XDG_STATE_HOME": str(state)})
+        try:
+            request = {"argv": ["true"], "cwd": str(cwd), "sandbox": "none"}
+            return [arun(run_remote(server, request)).objects for _ in range(2)]
+        finally:
+            server.stop()
+
+    asked = len(model.requests)
+    for frames in runs(served, project / ".state", project):
+        (hook,) = [f for f in frames if f["type"] == "hook"]
+        assert hook["status"] == "ok" and hook["cached"] is False, hook
+        (warning,) = [f["message"] for f in frames if f["type"] == "warning"]
+        assert f"lies inside the git checkout {project}," in warning, warning
+    assert len(model.requests) == asked + 2
+    assert not (project / ".state" / "mcpx-hooks" / "prompts").exists()
+    # serve started in the checkout that holds its state directory: refused for a run elsewhere
+    asked = len(model.requests)
+    for frames in runs(project, project / ".state", elsewhere):
+        (hook,) = [f for f in frames if f["type"] == "hook"]
+        assert hook["cached"] is False, hook
+    assert len(model.requests) == asked + 2
+    # and a state directory in no checkout keeps the answer for the next run
+    asked = len(model.requests)
+    cached = [
+        next(f for f in frames if f["type"] == "hook")["cached"]
+        for frames in runs(served, tmp_path / "state", project)
+    ]
+    assert cached == [False, True] and len(model.requests) == asked + 1

@@ -4,8 +4,12 @@ a model down, invalid answers, under `failure` open and closed."""
 
 from __future__ import annotations
 
+import email.utils
 import gzip
 import json
+import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -422,3 +426,32 @@ async def test_a_run_answer_executes_like_a_run_hook_s(tmp_path: Path, model: Lo
 def test_run_info_is_the_run_placeholder() -> None:
     # `@run` reads the hook input's `run`, whose keys are RunInfo's, camelCased.
     assert [f.name for f in RunInfo.__attrs_attrs__] == ["run_id", "argv", "cwd", "started_at"]
+
+
+@pytest.mark.parametrize(
+    ("form", "when"),
+    [
+        ("IMF-fixdate", lambda t: email.utils.formatdate(t, usegmt=True)),
+        ("RFC 850", lambda t: time.strftime("%A, %d-%b-%y %H:%M:%S GMT", time.gmtime(t))),
+        ("asctime", lambda t: time.asctime(time.gmtime(t))),
+    ],
+)
+async def test_a_429_asking_to_be_tried_again_at_a_date_says_in_how_long(
+    tmp_path: Path, model: LoopModel, form: str, when: Callable[[float], str]
+) -> None:
+    """A 429 whose `Retry-After` is an HTTP date (RFC 9110, in any of its three forms) said
+    only "answered HTTP 429 Too Many Requests", where `Retry-After: 20` said "after 20 s".
+    Now the date is said as the seconds from the reply's own `Date` to it (the server's
+    clock); a date past is 0 s, and a value that is neither is left out."""
+    hook = prompt_hook("gate", "before", "@input", effect="ask")
+    cfg = config(tmp_path, hook, models={"default": openai_model(model.url)})
+    for ahead, said in ((600, r"after (59[89]|60[01]) s\)"), (-600, r"after 0 s\)")):
+        model.default = Reply(status=429, headers={"retry-after": when(time.time() + ahead)})
+        frame = hooks_of(await run_to_end(cfg, succeeding(tmp_path, input=1)))["gate"]
+        reason = frame["reason"]
+        assert re.search(r"answered HTTP 429 Too Many Requests \(it asks to be tried again "
+                         + said, reason), (form, reason)  # fmt: skip
+    model.default = Reply(status=429, headers={"retry-after": "soon"})
+    frame = hooks_of(await run_to_end(cfg, succeeding(tmp_path, input=1)))["gate"]
+    assert "answered HTTP 429 Too Many Requests" in frame["reason"]
+    assert "tried again" not in frame["reason"]

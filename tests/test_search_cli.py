@@ -328,3 +328,59 @@ def test_a_query_that_begins_with_a_dash_is_given_after_two_dashes(tmp_path: Pat
     )
     searched = mcpx("runs", "search", "--", "-x", cwd=tmp_path)
     assert searched.returncode in (0, 1) and "Traceback" not in searched.stderr, searched
+
+
+LONG = (
+    "import sys\n"
+    "sys.stdout.write('short line before' + chr(10))\n"
+    "sys.stdout.write('a' * 65530 + ' first ' + 'b' * 70000 + ' second end' + chr(10))\n"
+    "sys.stderr.write('an error meanwhile' + chr(10))\n"
+    "sys.stdout.write('short line after' + chr(10))\n"
+)
+
+
+def test_a_match_in_a_piece_of_a_line_over_64_kib_says_which_frames_hold_the_line(
+    tmp_path: Path,
+) -> None:
+    """A script's line over 64 KiB is stored as several frames, each indexed alone: a match
+    in one showed only that piece, as if it were a line of its own (its snippet ending at the
+    cut with no `…`), and nothing said it was part of a longer line. Now the match carries
+    `line` (its first and last pieces' seqs, which piece it is, of how many) and the CLI
+    says so; a short line's match has none."""
+    (tmp_path / "c.toml").write_text("[history]\n")
+    done = mcpx("exec", "--config", "c.toml", "--json", "--", sys.executable, "-c", LONG,
+                cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    sent = [json.loads(line) for line in done.stdout.splitlines()]
+    run_id = sent[0]["runId"]
+    pieces = [f["seq"] for f in sent if f["type"] == "stdout" and len(f["text"]) > 1000]
+    assert len(pieces) == 3
+
+    def found(typed: str) -> dict[str, object]:
+        got = mcpx("runs", "search", typed, "--config", "c.toml", "--json", cwd=tmp_path)
+        assert got.returncode == 0, got.stderr
+        (match,) = [m for m in json.loads(got.stdout) if m["seq"] != 0]
+        return dict(match)
+
+    line = {"from": pieces[0], "to": pieces[-1], "pieces": 3}
+    first = found("first")
+    assert first["seq"] == pieces[0] and first["line"] == {**line, "piece": 1}
+    assert isinstance(snip := first["snippet"], str) and snip.endswith("a first…")
+    last = found('"second end"')
+    assert last["seq"] == pieces[2] and last["line"] == {**line, "piece": 3}
+    assert isinstance(snip := last["snippet"], str)
+    assert snip.startswith("…b") and snip.endswith("b second end")
+    assert "line" not in found('"short line after"')
+    assert "line" not in found("meanwhile")
+    # Joined, the frames the match names are the line as written.
+    joined = "".join(
+        f["text"] for f in sent if f["type"] == "stdout" and pieces[0] <= f["seq"] <= pieces[-1]
+    )
+    assert joined == "a" * 65530 + " first " + "b" * 70000 + " second end"
+    shown = mcpx("runs", "search", "second", "--config", "c.toml", cwd=tmp_path)
+    (printed,) = [s for s in shown.stdout.splitlines() if not s.startswith(f"{run_id}@0 ")]
+    assert printed.startswith(f"{run_id}@{pieces[2]}  stdout  …b")
+    assert printed.endswith(
+        f"b second end  [piece 3 of 3 of a line over 64 KiB: the stdout frames {pieces[0]}"
+        f" to {pieces[2]} joined]"
+    )

@@ -175,4 +175,21 @@ def line(match: Mapping[str, Any]) -> str:
 
     where = printable(f"{match.get('runId')}@{match.get('seq')}  {match.get('type')}")
     snippet = "\t".join(printable(part) for part in str(match.get("snippet")).split("\t"))
-    return f"{where}  {snippet}"
+    return f"{where}  {snippet}{_piece(match)}"
+
+
+def _piece(match: Mapping[str, Any]) -> str:
+    """What a match in a piece of a line over 64 KiB adds: which piece, and which frames of
+    its stream hold the line (joined, they are the line as written)."""
+    from ..core.frames import MAX_OUTPUT_LINE
+
+    line = match.get("line")
+    if not isinstance(line, dict) or not all(
+        isinstance(line.get(k), int) for k in ("from", "to", "piece", "pieces")
+    ):
+        return ""
+    return (
+        f"  [piece {line['piece']} of {line['pieces']} of a line over"
+        f" {MAX_OUTPUT_LINE // 1024} KiB: the {match.get('type')} frames {line['from']} to"
+        f" {line['to']} joined]"
+    )

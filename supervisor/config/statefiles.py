@@ -121,14 +121,20 @@ def state_home(environ: Mapping[str, str]) -> Path | None:
     return None if home is None else Path(home) / ".local" / "state"
 
 
-def checkout_holding(state: Path, start: str | Path) -> str | None:
+def checkout_holding(state: Path, start: str | Path, *more: str | Path) -> str | None:
     """The git work tree of `start` (the nearest directory at or above it holding `.git`, as
-    git finds its own) when the state directory `state` lies inside it; else None. What lies
-    there may have come with the checkout: a repository that ships
-    `.state/mcpx-hooks/trust.json` naming its own hooks, or compiled code the supervisor would
-    run, where a CI job set `XDG_STATE_HOME=$PWD/.state`. So a state directory inside the
-    checkout a command works in trusts none of that checkout's files, and no code is read
-    from it (the callers: the trust gate, `trust`, the code, schema and prompt caches)."""
+    git finds its own) when the state directory `state` lies inside it, else that of the
+    first of `more` it lies inside (a `serve`'s run: the request's cwd, then the one the
+    process started in); else None. What lies there may have come with the checkout: a
+    repository that ships `.state/mcpx-hooks/trust.json` naming its own hooks, or compiled
+    code the supervisor would run, where a CI job set `XDG_STATE_HOME=$PWD/.state`. So a
+    state directory inside the checkout a command works in trusts none of that checkout's
+    files, and no code is read from it (the callers: the trust gate, `trust`, the code,
+    schema and prompt caches)."""
+    for other in more:
+        if (tree := checkout_holding(state, start)) is not None:
+            return tree
+        start = other
     try:
         here, kept = os.path.realpath(start), os.path.realpath(state)
     except (OSError, ValueError):

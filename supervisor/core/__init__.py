@@ -120,6 +120,7 @@ __all__, __getattr__, __dir__ = exports(
             "FrameType",
             "HookStatus",
             "LogFrame",
+            "MAX_OUTPUT_LINE",
             "OUTPUT_TYPES",
             "OutputFrame",
             "ResultFrame",

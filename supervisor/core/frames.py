@@ -52,6 +52,10 @@ class FrameType(enum.StrEnum):
 #: budget, what the console draws in its output list, what the cluster replaces by a
 #: `warning` when one is too large to carry.
 OUTPUT_TYPES: Final = frozenset({FrameType.STDOUT, FrameType.STDERR, FrameType.LOG, FrameType.EMIT})
+#: The longest stdout or stderr line a frame holds whole, in bytes as written: a longer one
+#: is cut into pieces of this size, each a frame of its own, which nothing in the frames
+#: marks (a reader takes a frame of at least this many bytes of UTF-8 for a piece).
+MAX_OUTPUT_LINE: Final = 64 * 1024
 #: Of those, the lines the script's process wrote to its stdout and stderr: most of a run,
 #: which `exec` draws by their text alone and its remote client does not keep.
 STREAM_TYPES: Final = (FrameType.STDOUT, FrameType.STDERR)

@@ -33,8 +33,8 @@ from typing import Any, Final
 import orjson
 
 from ..core.frames import FrameType
-from ..core.jsontext import wire_loads
 from ..core.shellwords import shell_line
+from .pieces import Frames, line_of
 from .snippets import marks, snippet
 from .words import alone, spaced
 
@@ -325,38 +325,33 @@ def _indexed(db: sqlite3.Connection) -> bool:
 
 
 def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> list[dict[str, Any]]:
-    """Each rowid's match, its snippet cut from its frame line (read from its chunk)."""
+    """Each rowid's match, its snippet cut from its frame line (read from its chunk); a
+    piece of a line over 64 KiB says so (`line`: which frames hold it, `pieces.line_of`)."""
     ids: dict[int, str] = {}
-    chunks: dict[tuple[int, int], list[bytes]] = {}
+    runs: dict[int, Frames] = {}
     found: list[dict[str, Any]] = []
     for rowid in rowids:
         key, seq = rowid >> _SEQ_BITS, rowid & ((1 << _SEQ_BITS) - 1)
         if key not in ids:
             row = db.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()
             ids[key] = "" if row is None else row[0]  # "": dropped since it matched
-        chunk = db.execute(
-            "SELECT first FROM chunks WHERE run = ? AND first <= ? ORDER BY first DESC LIMIT 1",
-            (key, seq),
-        ).fetchone()
-        if chunk is None or not ids[key]:
+            runs[key] = Frames(db, key)
+        frame = runs[key].frame(seq) if ids[key] else None
+        if not isinstance(frame, dict):
             continue
-        first = chunk[0]
-        if (key, first) not in chunks:
-            packed, data = db.execute(
-                "SELECT packed, data FROM chunks WHERE run = ? AND first = ?", (key, first)
-            ).fetchone()
-            chunks[key, first] = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
-        if seq - first >= len(chunks[key, first]):
-            continue
-        frame = wire_loads(chunks[key, first][seq - first])
-        said = snippet(plain(shown_text(frame)), words)
-        found.append(
-            {
-                "runId": ids[key],
-                "seq": seq,
-                "type": frame.get("type"),
-                "snippet": said,
-                "marks": [list(m) for m in marks(said, words)],
-            }
-        )
+        match = {"runId": ids[key], "seq": seq, "type": frame.get("type")}
+        text = snippet(plain(shown_text(frame)), words)
+        if (line := line_of(runs[key], seq)) is not None:
+            match["line"] = line
+            text = _within(text, first=seq == line["from"], last=seq == line["to"])
+        found.append({**match, "snippet": text, "marks": [list(m) for m in marks(text, words)]})
     return found
+
+
+def _within(text: str, *, first: bool, last: bool) -> str:
+    """A piece's snippet, with `…` where the line goes on before or after the piece."""
+    if not first and not text.startswith("…"):
+        text = "…" + text
+    if not last and not text.endswith("…"):
+        text += "…"
+    return text

@@ -21,6 +21,8 @@ before it propagates.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import functools
 import http
 import http.cookiejar
@@ -31,6 +33,7 @@ import re
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -251,10 +254,32 @@ def _cut(got: int, declared: str) -> str:
 
 
 def _later(resp: httpx.Response) -> str:
-    """When the server asks to be tried again (`Retry-After` in seconds: a 429, a 503), said
-    after its status; nothing is tried again here."""
-    after = resp.headers.get("retry-after", "")
-    return f" (it asks to be tried again after {int(after)} s)" if after.isdigit() else ""
+    """When the server asks to be tried again (`Retry-After`: a 429, a 503), said after its
+    status in seconds; nothing is tried again here. The header is seconds, or an HTTP date
+    (any of RFC 9110's three forms), counted from the reply's own `Date` where it has one
+    (the server's clock: never off from its own), else from this machine's clock."""
+    after = resp.headers.get("retry-after", "").strip()
+    if after.isascii() and after.isdigit():
+        return f" (it asks to be tried again after {int(after)} s)"
+    when, now = _http_date(after), _http_date(resp.headers.get("date", ""))
+    if when is None:
+        return ""
+    wait = when - (now if now is not None else time.time())
+    return f" (it asks to be tried again after {max(0, math.ceil(wait))} s)"
+
+
+def _http_date(text: str) -> float | None:
+    """An HTTP date's POSIX time (one without a zone is GMT, as all are); None: not one."""
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    try:
+        return when.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _check(code: int, model: Model) -> str:

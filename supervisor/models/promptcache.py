@@ -174,20 +174,22 @@ class PromptCache(Record):
     max_entries: int = MAX_ENTRIES
 
     @classmethod
-    def open(cls, environ: Mapping[str, str]) -> PromptCache | None:
-        """The cache under the state directory `environ` names; None when it names none."""
+    def open(cls, environ: Mapping[str, str], cwd: str = ".") -> PromptCache | None:
+        """The cache under the state directory `environ` names; None when it names none, or
+        one inside the git checkout the run works in (`cwd`: a request's, on a `serve`) or
+        the one this process started in (`checkout_holding`)."""
         state = state_path(environ)
-        if state is None or checkout_holding(state.parent, "."):
+        if state is None or checkout_holding(state.parent, cwd, "."):
             return None  # (in the checkout worked in, its answers may be the checkout's)
         return cls(state.parent / PROMPTS_DIR)
 
     @staticmethod
-    def refused(environ: Mapping[str, str]) -> str:
+    def refused(environ: Mapping[str, str], cwd: str = ".") -> str:
         """Why `open` gives no cache, and how to have one: no state directory at all, or one
         inside the git checkout worked in (whose answers could have come with the checkout:
         none is believed)."""
         state = state_path(environ)
-        tree = None if state is None else checkout_holding(state.parent, ".")
+        tree = None if state is None else checkout_holding(state.parent, cwd, ".")
         if state is None or tree is None:
             return "no state directory: set XDG_STATE_HOME or HOME"
         return (

@@ -4,9 +4,9 @@ prompt cache (`promptcache.py`) and reused without asking the model.
 The key is the cache's (`cache_key`): the hook's name, its prompt, the effect in force, the
 model's name and id, and the placeholder values the request carries. Only the keys the
 effect in force permits are kept, redacted as the run redacts; a cache that cannot be used
-(no state directory, one inside the checkout worked in, a file not this user's) is no
-cache: the model is asked, and the run's warnings say once why there is none (as they say a
-store that failed), which never fails the hook.
+(no state directory, one inside the checkout the run works in or the one the process was
+started in, a file not this user's) is no cache: the model is asked, and the run's warnings
+say once why there is none (as they say a store that failed), which never fails the hook.
 """
 
 from __future__ import annotations
@@ -41,14 +41,15 @@ def may_keep(effect: Effect) -> bool:
     return effect >= LEAST_KEPT
 
 
-def lookup(key: str, run: PromptRun) -> dict[str, Any] | None:
+def lookup(key: str, run: PromptRun, cwd: str) -> dict[str, Any] | None:
     """The cached answer object under `key`, or None (no entry, no usable cache: the run is
-    then told once why there is none, and how to have one)."""
-    cache = PromptCache.open(os.environ)
+    then told once why there is none, and how to have one). `cwd`: the run's, whose checkout
+    is the one the cache may not lie in (`PromptCache.open`)."""
+    cache = PromptCache.open(os.environ, cwd)
     if cache is None:
         run.warn_once(
             "prompt answers are not cached in this run, so each prompt hook whose answer would"
-            f" be kept asks its model every run: {PromptCache.refused(os.environ)}"
+            f" be kept asks its model every run: {PromptCache.refused(os.environ, cwd)}"
         )
         return None
     entry = cache.get(key)
@@ -68,6 +69,7 @@ async def store(
     *,
     redactor: Redactor,
     run: PromptRun,
+    cwd: str,
 ) -> None:
     """Keeps the parts of `obj` the effect permits under `key` (in a worker thread: the
     write is atomic and synced)."""
@@ -84,7 +86,7 @@ async def store(
         answer=redactor.value(kept),
         created=time.time(),
     )
-    cache = PromptCache.open(os.environ)
+    cache = PromptCache.open(os.environ, cwd)
     if cache is None:
         return
     try:

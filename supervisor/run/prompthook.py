@@ -141,7 +141,7 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
     key = None
     if promptreuse.may_keep(effect):
         key = promptreuse.key_for(hook, effect, model, used_values(str(hook.target), values))
-        cached = promptreuse.lookup(key, run)
+        cached = promptreuse.lookup(key, run, _cwd(ctx))
         if cached is not None:  # costs no token: used even past the budget
             return await _answered(
                 spawner, hook, ctx, frame, cached, started=started, cached=True, **shown
@@ -192,8 +192,16 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
         why = f"{_cut_said(body, model, spec)}: {exc}" if reply.cut else str(exc)
         return frame.failed(HookStatus.INVALID_OUTPUT, why, started, stdout_head=head, **fields)
     if key is not None and promptreuse.worth_keeping(obj, effect):
-        await promptreuse.store(key, hook, effect, model, obj, redactor=ctx.redactor, run=run)
+        await promptreuse.store(
+            key, hook, effect, model, obj, redactor=ctx.redactor, run=run, cwd=_cwd(ctx)
+        )
     return await _answered(spawner, hook, ctx, frame, obj, started=started, **fields)
+
+
+def _cwd(ctx: HookContext) -> str:
+    """Where the run works (the checkout its prompt cache may not lie in): a request's `cwd`
+    on a `serve` started elsewhere; outside a run, this process's."""
+    return ctx.run.cwd if ctx.run is not None else "."
 
 
 def _cut_said(body: dict[str, Any], model: Model, spec: PromptSpec) -> str:

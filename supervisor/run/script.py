@@ -21,6 +21,7 @@ import attrs
 import trio
 
 from ..core.frames import (
+    MAX_OUTPUT_LINE,
     EmitFrame,
     FrameType,
     LogFrame,
@@ -53,7 +54,7 @@ FRAMES_FD: Final = 3
 #: Where the script reads the answers to its tool calls (`calls.py`).
 CALLS_FD: Final = 4
 #: Longest stdout or stderr line kept whole; a longer one is cut into pieces of this size.
-MAX_LINE: Final = 64 * 1024
+MAX_LINE: Final = MAX_OUTPUT_LINE
 #: Longest frames-channel line: a `result` or `emit` value up to this is delivered intact.
 MAX_FRAME_LINE: Final = 16 * 1024 * 1024
 #: stdout kept for an argv script's "stdout parsed as JSON" result.
