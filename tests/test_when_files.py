@@ -287,3 +287,37 @@ async def _gone(pid_file: Path) -> None:
             await trio.lowlevel.wait_readable(pidfd)
     finally:
         os.close(pidfd)
+
+
+def test_a_shallow_ci_clone_without_the_merge_base_runs_the_hook(repo: Path) -> None:
+    """A CI job's clone (`--depth 1` of a feature branch, the default branch fetched as
+    deep): origin/HEAD is there, their merge base is not. The base fell back to HEAD, so
+    the branch's own commits did not count, the py hook was passed over on a branch that
+    changed a .py file, and --explain said there was "no origin/HEAD, main or master". Now
+    there is no list (the hook runs) and the words say what to fetch or set."""
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "src/app/main.py").write_text("x = 2\n")
+    git(repo, "commit", "-q", "-am", "feature work")
+    git(repo, "checkout", "-q", "main")
+    clone = repo.parent / "ci"
+    git(repo.parent, "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{repo}", "ci")
+    alone = trio.run(git_changes, str(clone)).how  # no default branch fetched: from HEAD
+    assert "no origin/HEAD, main or master; a shallow clone: fetch the default branch" in alone
+    git(clone, "fetch", "-q", "--depth", "1", "origin", "main:refs/remotes/origin/main")
+    git(clone, "remote", "set-head", "origin", "main")
+    assert ran(clone) == ["py", "src", "always"]
+    changed = trio.run(git_changes, str(clone))
+    assert changed.paths is None
+    assert "HEAD and origin/HEAD have no commit in common in this clone" in changed.how
+    assert "a shallow clone" in changed.how
+    assert "git fetch --unshallow" in changed.how
+
+
+def test_a_branch_with_no_history_in_common_runs_the_hook(repo: Path) -> None:
+    git(repo, "checkout", "-q", "--orphan", "pages")
+    git(repo, "commit", "-q", "-m", "its own history")
+    changed = trio.run(git_changes, str(repo))
+    assert changed.paths is None
+    assert changed.how.startswith("HEAD and main have no commit in common")
+    assert "set [when] base" in changed.how
+    assert ran(repo) == ["py", "src", "always"]
