@@ -10,9 +10,10 @@ Every converted hook is `on = "script"`, `phase = "before"`, `effect = "ask"`,
   from the top). `entry` is split as pre-commit splits it (`shlex`, no shell), then `args`
   follow. `files` (a regex) becomes globs where globs say the same (`regexglob.py`), and
   `types` (`types_or`) a glob per known file type; what cannot be said is listed.
-- lefthook: the `commands` and `scripts` of its `pre-commit` and `pre-push` hooks. A `run`
-  with nothing a shell would read is split into an argv; one that needs a shell (pipes, `&&`,
-  variables, quotes, redirections) becomes `["sh", "-c", RUN]`, as lefthook runs it.
+- lefthook: the `commands`, `scripts` and `jobs` (`lefthookjobs.py`) of its `pre-commit` and
+  `pre-push` hooks. A `run` with nothing a shell would read is split into an argv; one that
+  needs a shell (pipes, `&&`, variables, quotes, redirections) becomes `["sh", "-c", RUN]`,
+  as lefthook runs it.
   `{staged_files}`-style templates are dropped (the hook gets no file list). `glob` (with
   `{a,b}` expanded) becomes `when.files` (under `root`, which becomes `cwd`). A group's
   `parallel: true` is not carried over: a hook that may refuse runs in its turn.
@@ -31,6 +32,7 @@ import attrs
 from ..core.errors import HooksError
 from ..core.places import shown_file
 from ..core.records import Record
+from .lefthookjobs import job_entries
 from .regexglob import MAX_GLOBS, brace_globs, regex_globs
 
 #: The largest file `init --from` reads.
@@ -311,7 +313,7 @@ def from_lefthook(data: Any, source: str) -> Converted:
     skipped += [f"{key}: {why}" for key, why in _LEFTHOOK_ELSEWHERE.items() if data.get(key)]
     for git_hook, group in data.items():
         _count(source, seen)
-        if not isinstance(group, Mapping) or not ({"commands", "scripts"} & set(group)):
+        if not isinstance(group, Mapping) or not ({"commands", "scripts", "jobs"} & set(group)):
             continue  # a setting (min_version, colors, …), not a hook
         if git_hook not in LEFTHOOK_HOOKS:
             skipped.append(f"{git_hook}: a git hook with no moment in a script run")
@@ -321,19 +323,22 @@ def from_lefthook(data: Any, source: str) -> Converted:
                 f"{git_hook}.parallel: its hooks may refuse the run, so they run in turn (set"
                 ' effect = "advise" and parallel = true on those that need not refuse)'
             )
+        listed: list[tuple[str, str, Any, str]] = []
         for kind in ("commands", "scripts"):
             entries = group.get(kind) or {}
             if not isinstance(entries, Mapping):
                 skipped.append(f"{git_hook}.{kind}: not a mapping")
                 continue
-            for name, entry in entries.items():
-                _count(source, seen)
-                label = f"{git_hook}.{kind}.{name}"
-                done = _lefthook_entry(git_hook, kind, str(name), entry, label, taken)
-                if isinstance(done, str):
-                    skipped.append(done)
-                else:
-                    hooks.append(done)
+            listed += [(kind, str(n), e, f"{git_hook}.{kind}.{n}") for n, e in entries.items()]
+        jobs, not_jobs = job_entries(git_hook, group["jobs"]) if "jobs" in group else ([], [])
+        skipped += not_jobs
+        for kind, name, entry, label in listed + jobs:
+            _count(source, seen)
+            done = _lefthook_entry(git_hook, kind, name, entry, label, taken)
+            if isinstance(done, str):
+                skipped.append(done)
+            else:
+                hooks.append(done)
     return Converted(tuple(hooks), tuple(skipped))
 
 
@@ -347,7 +352,7 @@ def _lefthook_entry(  # noqa: PLR0917
         runner = entry.get("runner")
         if not isinstance(runner, str) or not runner.split():
             return f"{label}: a script without a runner"
-        argv = [*runner.split(), f".lefthook/{git_hook}/{name}"]
+        argv = [*runner.split(), f".lefthook/{git_hook}/{entry.get('script', name)}"]
     else:
         run = entry.get("run")
         if not isinstance(run, str) or not run.strip():
