@@ -67,3 +67,37 @@ def test_lefthook_jobs_become_run_hooks(tmp_path: Path) -> None:
     assert "post-merge: a git hook with no moment in a script run" in said
     assert "pre-commit.parallel: its hooks may refuse the run" in said
     assert "lefthook ran it before a push" in said.partition("  test:")[2]
+
+
+TWO_MYPYS = r"""
+repos:
+  - repo: local
+    hooks:
+      - id: mypy
+        entry: mypy src
+        language: system
+        pass_filenames: false
+      - id: mypy
+        entry: mypy tests
+        language: system
+        pass_filenames: false
+      - id: check docs
+        entry: make docs
+        language: system
+        pass_filenames: false
+"""
+
+
+def test_a_hook_named_otherwise_than_its_id_says_so(tmp_path: Path) -> None:
+    """pre-commit's `SKIP=mypy` leaves out every hook with the id mypy; the second was named
+    mypy-2 here without a word, so `MCPX_HOOKS_SKIP=mypy` still ran it."""
+    (tmp_path / ".pre-commit-config.yaml").write_text(TWO_MYPYS)
+    out = mcpx("init", "--from", ".pre-commit-config.yaml", cwd=tmp_path, home=tmp_path / "home")
+    assert out.returncode == 0, out.stdout + out.stderr
+    said = out.stdout
+    first, second = said.partition("  mypy:")[2].partition("  mypy-2:")[::2]
+    assert "named" not in first
+    assert 'its id "mypy" is taken: named "mypy-2" here' in second
+    assert "MCPX_HOOKS_SKIP=mypy,mypy-2" in second
+    assert 'its id "check docs" is named "check-docs" here' in said
+    assert 'named "mypy-2" here' in (tmp_path / ".mcpx-hooks.toml").read_text()

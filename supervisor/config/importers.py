@@ -32,6 +32,7 @@ import attrs
 from ..core.errors import HooksError
 from ..core.places import shown_file
 from ..core.records import Record
+from .importnames import HookNames
 from .lefthookjobs import job_entries
 from .regexglob import MAX_GLOBS, brace_globs, regex_globs
 
@@ -162,23 +163,6 @@ def _strings(value: Any) -> list[str] | None:
     return None
 
 
-class _Names:
-    """Unique hook names: an entry's own, made a name, else with `-2`, `-3`, … after it."""
-
-    def __init__(self) -> None:
-        self.taken: set[str] = set()
-        self.next: dict[str, int] = {}
-
-    def __call__(self, raw: Any) -> str:
-        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(raw)).strip("-") or "hook"
-        name = base
-        while name in self.taken:
-            self.next[base] = self.next.get(base, 1) + 1
-            name = f"{base}-{self.next[base]}"
-        self.taken.add(name)
-        return name
-
-
 def _type_globs(hook: Mapping[str, Any]) -> tuple[list[str] | None, str | None]:
     """`types`/`types_or` as globs (None: no narrowing), or why they cannot be said."""
     types = [t for t in _strings(hook.get("types", [])) or [] if t not in _ANY_TYPES]
@@ -229,7 +213,7 @@ def from_precommit(data: Any, source: str) -> Converted:
         if isinstance(data.get(key), str) and data[key] not in ("", "^$", ".*")
     ]
     stages = _strings(data.get("default_stages", ["pre-commit"])) or ["pre-commit"]
-    taken = _Names()
+    taken = HookNames("id")
     seen = [0]
     for r, repo in enumerate(data["repos"]):
         _count(source, seen)
@@ -260,7 +244,7 @@ def from_precommit(data: Any, source: str) -> Converted:
 
 
 def _precommit_hook(
-    hook: Mapping[str, Any], label: str, taken: _Names, default_stages: list[str]
+    hook: Mapping[str, Any], label: str, taken: HookNames, default_stages: list[str]
 ) -> tuple[Mapping[str, Any], tuple[str, ...]] | str:
     language = hook.get("language")
     if language not in ("system", "script", "fail"):
@@ -287,7 +271,9 @@ def _precommit_hook(
     notes: list[str] = []
     if {_STAGES[s] for s in when} == {"pre-push"}:
         notes.append("pre-commit ran it before a push; here it runs before every run")
-    obj = {**_base(taken(hook["id"])), "run": argv}
+    name, renamed = taken(hook["id"])
+    notes += [renamed] if renamed else []
+    obj = {**_base(name), "run": argv}
     files = _precommit_files(hook, notes)
     if files:
         obj["when"] = {"files": files}
@@ -308,7 +294,7 @@ def from_lefthook(data: Any, source: str) -> Converted:
         raise SourceFileError(f"{source}: not a lefthook config (expected a mapping at the top)")
     hooks: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
     skipped: list[str] = []
-    taken = _Names()
+    taken = HookNames("name")
     seen = [0]
     skipped += [f"{key}: {why}" for key, why in _LEFTHOOK_ELSEWHERE.items() if data.get(key)]
     for git_hook, group in data.items():
@@ -343,7 +329,7 @@ def from_lefthook(data: Any, source: str) -> Converted:
 
 
 def _lefthook_entry(  # noqa: PLR0917
-    git_hook: str, kind: str, name: str, entry: Any, label: str, taken: _Names
+    git_hook: str, kind: str, name: str, entry: Any, label: str, taken: HookNames
 ) -> tuple[Mapping[str, Any], tuple[str, ...]] | str:
     if not isinstance(entry, Mapping):
         return f"{label}: not a mapping"
@@ -367,7 +353,9 @@ def _lefthook_entry(  # noqa: PLR0917
             argv = run.split()
         if not argv:
             return f"{label}: only file templates, no command"
-    obj: dict[str, Any] = {**_base(taken(name)), "run": argv}
+    hook_name, renamed = taken(name)
+    notes += [renamed] if renamed else []
+    obj: dict[str, Any] = {**_base(hook_name), "run": argv}
     root = entry.get("root")
     root = root.strip("/") if isinstance(root, str) else ""
     globs: list[str] = []
