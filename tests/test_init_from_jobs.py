@@ -101,3 +101,20 @@ def test_a_hook_named_otherwise_than_its_id_says_so(tmp_path: Path) -> None:
     assert "MCPX_HOOKS_SKIP=mypy,mypy-2" in second
     assert 'its id "check docs" is named "check-docs" here' in said
     assert 'named "mypy-2" here' in (tmp_path / ".mcpx-hooks.toml").read_text()
+
+
+def test_a_lefthook_entry_that_is_always_skipped_is_not_converted(tmp_path: Path) -> None:
+    """`skip: true` is a command lefthook never runs; it became a gate that refused every
+    run here, its notes saying only "skip not converted"."""
+    (tmp_path / "lefthook.yml").write_text(
+        "pre-commit:\n  commands:\n    old:\n      run: make old-check\n      skip: true\n"
+        "    now:\n      run: make check\n      skip: [merge, rebase]\n"
+        "  jobs:\n    - name: gone\n      run: make gone\n      skip: true\n"
+    )
+    out = mcpx("init", "--from", "lefthook.yml", cwd=tmp_path, home=tmp_path / "home")
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = tomllib.loads((tmp_path / ".mcpx-hooks.toml").read_text())
+    assert [h["name"] for h in doc["hooks"]] == ["now"]
+    assert "pre-commit.commands.old: skip: true, lefthook never runs it" in out.stdout
+    assert "pre-commit.jobs[0] (gone): skip: true, lefthook never runs it" in out.stdout
+    assert "skip not converted" in out.stdout.partition("  now:")[2]

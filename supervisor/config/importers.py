@@ -333,6 +333,8 @@ def _lefthook_entry(  # noqa: PLR0917
 ) -> tuple[Mapping[str, Any], tuple[str, ...]] | str:
     if not isinstance(entry, Mapping):
         return f"{label}: not a mapping"
+    if entry.get("skip") is True:
+        return f"{label}: skip: true, lefthook never runs it"
     notes: list[str] = [f"from {label}"]
     if kind == "scripts":
         runner = entry.get("runner")
