@@ -321,3 +321,16 @@ def test_a_branch_with_no_history_in_common_runs_the_hook(repo: Path) -> None:
     assert changed.how.startswith("HEAD and main have no commit in common")
     assert "set [when] base" in changed.how
     assert ran(repo) == ["py", "src", "always"]
+
+
+def test_a_checkout_git_refuses_is_not_called_no_checkout(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout another user owns (git's "dubious ownership", as `nobody` running in a
+    root's clone): explain said "is not in a git checkout", which sent one looking for a
+    missing .git. Now it says git refuses it, and git's own way to allow it."""
+    monkeypatch.setenv("GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")  # (git's own switch for this)
+    changed = trio.run(git_changes, str(repo))
+    assert changed.paths is None
+    assert changed.how.startswith(f"git refuses the checkout {repo} is in (fatal: detected dubious")
+    assert f"git config --global --add safe.directory {repo}" in changed.how

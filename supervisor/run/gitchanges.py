@@ -85,6 +85,17 @@ def _said(done: subprocess.CompletedProcess[bytes]) -> str:
     return lines[0] if lines else f"git exited with status {done.returncode}"
 
 
+def _not_a_checkout(cwd: str, done: subprocess.CompletedProcess[bytes]) -> str:
+    """Why `cwd` gives no list: not in a checkout, or in one git refuses (another user's:
+    git's "dubious ownership", with the line it gives to allow it)."""
+    said = _said(done)
+    if "not a git repository" in said:
+        return f"{cwd} is not in a git checkout ({said})"
+    lines = done.stderr.decode(errors="replace").splitlines()
+    allow = next((f"; {line.strip()}" for line in lines if "safe.directory" in line), "")
+    return f"git refuses the checkout {cwd} is in ({said}{allow})"
+
+
 async def _commit(top: str, ref: str) -> str | None:
     done = await _git(
         top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
@@ -153,7 +164,7 @@ async def git_changes(cwd: str, base: str | None = None) -> ChangedFiles:
     try:
         found = await _git(cwd, "rev-parse", "--show-toplevel")
         if found.returncode != 0:
-            return ChangedFiles(None, f"{cwd} is not in a git checkout ({_said(found)})")
+            return ChangedFiles(None, _not_a_checkout(cwd, found))
         top = found.stdout.decode(errors="surrogateescape").rstrip("\n")
         commit, how = await _base(top, base)
         quiet = await _no_filters(top)
