@@ -287,3 +287,50 @@ async def _gone(pid_file: Path) -> None:
             await trio.lowlevel.wait_readable(pidfd)
     finally:
         os.close(pidfd)
+
+
+def test_a_shallow_ci_clone_without_the_merge_base_runs_the_hook(repo: Path) -> None:
+    """A CI job's clone (`--depth 1` of a feature branch, the default branch fetched as
+    deep): origin/HEAD is there, their merge base is not. The base fell back to HEAD, so
+    the branch's own commits did not count, the py hook was passed over on a branch that
+    changed a .py file, and --explain said there was "no origin/HEAD, main or master". Now
+    there is no list (the hook runs) and the words say what to fetch or set."""
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "src/app/main.py").write_text("x = 2\n")
+    git(repo, "commit", "-q", "-am", "feature work")
+    git(repo, "checkout", "-q", "main")
+    clone = repo.parent / "ci"
+    git(repo.parent, "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{repo}", "ci")
+    alone = trio.run(git_changes, str(clone)).how  # no default branch fetched: from HEAD
+    assert "no origin/HEAD, main or master; a shallow clone: fetch the default branch" in alone
+    git(clone, "fetch", "-q", "--depth", "1", "origin", "main:refs/remotes/origin/main")
+    git(clone, "remote", "set-head", "origin", "main")
+    assert ran(clone) == ["py", "src", "always"]
+    changed = trio.run(git_changes, str(clone))
+    assert changed.paths is None
+    assert "HEAD and origin/HEAD have no commit in common in this clone" in changed.how
+    assert "a shallow clone" in changed.how
+    assert "git fetch --unshallow" in changed.how
+
+
+def test_a_branch_with_no_history_in_common_runs_the_hook(repo: Path) -> None:
+    git(repo, "checkout", "-q", "--orphan", "pages")
+    git(repo, "commit", "-q", "-m", "its own history")
+    changed = trio.run(git_changes, str(repo))
+    assert changed.paths is None
+    assert changed.how.startswith("HEAD and main have no commit in common")
+    assert "set [when] base" in changed.how
+    assert ran(repo) == ["py", "src", "always"]
+
+
+def test_a_checkout_git_refuses_is_not_called_no_checkout(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout another user owns (git's "dubious ownership", as `nobody` running in a
+    root's clone): explain said "is not in a git checkout", which sent one looking for a
+    missing .git. Now it says git refuses it, and git's own way to allow it."""
+    monkeypatch.setenv("GIT_TEST_ASSUME_DIFFERENT_OWNER", "1")  # (git's own switch for this)
+    changed = trio.run(git_changes, str(repo))
+    assert changed.paths is None
+    assert changed.how.startswith(f"git refuses the checkout {repo} is in (fatal: detected dubious")
+    assert f"git config --global --add safe.directory {repo}" in changed.how

@@ -10,9 +10,10 @@ Every converted hook is `on = "script"`, `phase = "before"`, `effect = "ask"`,
   from the top). `entry` is split as pre-commit splits it (`shlex`, no shell), then `args`
   follow. `files` (a regex) becomes globs where globs say the same (`regexglob.py`), and
   `types` (`types_or`) a glob per known file type; what cannot be said is listed.
-- lefthook: the `commands` and `scripts` of its `pre-commit` and `pre-push` hooks. A `run`
-  with nothing a shell would read is split into an argv; one that needs a shell (pipes, `&&`,
-  variables, quotes, redirections) becomes `["sh", "-c", RUN]`, as lefthook runs it.
+- lefthook: the `commands`, `scripts` and `jobs` (`lefthookjobs.py`) of its `pre-commit` and
+  `pre-push` hooks. A `run` with nothing a shell would read is split into an argv; one that
+  needs a shell (pipes, `&&`, variables, quotes, redirections) becomes `["sh", "-c", RUN]`,
+  as lefthook runs it.
   `{staged_files}`-style templates are dropped (the hook gets no file list). `glob` (with
   `{a,b}` expanded) becomes `when.files` (under `root`, which becomes `cwd`). A group's
   `parallel: true` is not carried over: a hook that may refuse runs in its turn.
@@ -31,6 +32,8 @@ import attrs
 from ..core.errors import HooksError
 from ..core.places import shown_file
 from ..core.records import Record
+from .importnames import HookNames
+from .lefthookjobs import job_entries
 from .regexglob import MAX_GLOBS, brace_globs, regex_globs
 
 #: The largest file `init --from` reads.
@@ -160,23 +163,6 @@ def _strings(value: Any) -> list[str] | None:
     return None
 
 
-class _Names:
-    """Unique hook names: an entry's own, made a name, else with `-2`, `-3`, … after it."""
-
-    def __init__(self) -> None:
-        self.taken: set[str] = set()
-        self.next: dict[str, int] = {}
-
-    def __call__(self, raw: Any) -> str:
-        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(raw)).strip("-") or "hook"
-        name = base
-        while name in self.taken:
-            self.next[base] = self.next.get(base, 1) + 1
-            name = f"{base}-{self.next[base]}"
-        self.taken.add(name)
-        return name
-
-
 def _type_globs(hook: Mapping[str, Any]) -> tuple[list[str] | None, str | None]:
     """`types`/`types_or` as globs (None: no narrowing), or why they cannot be said."""
     types = [t for t in _strings(hook.get("types", [])) or [] if t not in _ANY_TYPES]
@@ -227,7 +213,7 @@ def from_precommit(data: Any, source: str) -> Converted:
         if isinstance(data.get(key), str) and data[key] not in ("", "^$", ".*")
     ]
     stages = _strings(data.get("default_stages", ["pre-commit"])) or ["pre-commit"]
-    taken = _Names()
+    taken = HookNames("id")
     seen = [0]
     for r, repo in enumerate(data["repos"]):
         _count(source, seen)
@@ -258,7 +244,7 @@ def from_precommit(data: Any, source: str) -> Converted:
 
 
 def _precommit_hook(
-    hook: Mapping[str, Any], label: str, taken: _Names, default_stages: list[str]
+    hook: Mapping[str, Any], label: str, taken: HookNames, default_stages: list[str]
 ) -> tuple[Mapping[str, Any], tuple[str, ...]] | str:
     language = hook.get("language")
     if language not in ("system", "script", "fail"):
@@ -285,7 +271,9 @@ def _precommit_hook(
     notes: list[str] = []
     if {_STAGES[s] for s in when} == {"pre-push"}:
         notes.append("pre-commit ran it before a push; here it runs before every run")
-    obj = {**_base(taken(hook["id"])), "run": argv}
+    name, renamed = taken(hook["id"])
+    notes += [renamed] if renamed else []
+    obj = {**_base(name), "run": argv}
     files = _precommit_files(hook, notes)
     if files:
         obj["when"] = {"files": files}
@@ -306,12 +294,12 @@ def from_lefthook(data: Any, source: str) -> Converted:
         raise SourceFileError(f"{source}: not a lefthook config (expected a mapping at the top)")
     hooks: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
     skipped: list[str] = []
-    taken = _Names()
+    taken = HookNames("name")
     seen = [0]
     skipped += [f"{key}: {why}" for key, why in _LEFTHOOK_ELSEWHERE.items() if data.get(key)]
     for git_hook, group in data.items():
         _count(source, seen)
-        if not isinstance(group, Mapping) or not ({"commands", "scripts"} & set(group)):
+        if not isinstance(group, Mapping) or not ({"commands", "scripts", "jobs"} & set(group)):
             continue  # a setting (min_version, colors, …), not a hook
         if git_hook not in LEFTHOOK_HOOKS:
             skipped.append(f"{git_hook}: a git hook with no moment in a script run")
@@ -321,33 +309,38 @@ def from_lefthook(data: Any, source: str) -> Converted:
                 f"{git_hook}.parallel: its hooks may refuse the run, so they run in turn (set"
                 ' effect = "advise" and parallel = true on those that need not refuse)'
             )
+        listed: list[tuple[str, str, Any, str]] = []
         for kind in ("commands", "scripts"):
             entries = group.get(kind) or {}
             if not isinstance(entries, Mapping):
                 skipped.append(f"{git_hook}.{kind}: not a mapping")
                 continue
-            for name, entry in entries.items():
-                _count(source, seen)
-                label = f"{git_hook}.{kind}.{name}"
-                done = _lefthook_entry(git_hook, kind, str(name), entry, label, taken)
-                if isinstance(done, str):
-                    skipped.append(done)
-                else:
-                    hooks.append(done)
+            listed += [(kind, str(n), e, f"{git_hook}.{kind}.{n}") for n, e in entries.items()]
+        jobs, not_jobs = job_entries(git_hook, group["jobs"]) if "jobs" in group else ([], [])
+        skipped += not_jobs
+        for kind, name, entry, label in listed + jobs:
+            _count(source, seen)
+            done = _lefthook_entry(git_hook, kind, name, entry, label, taken)
+            if isinstance(done, str):
+                skipped.append(done)
+            else:
+                hooks.append(done)
     return Converted(tuple(hooks), tuple(skipped))
 
 
 def _lefthook_entry(  # noqa: PLR0917
-    git_hook: str, kind: str, name: str, entry: Any, label: str, taken: _Names
+    git_hook: str, kind: str, name: str, entry: Any, label: str, taken: HookNames
 ) -> tuple[Mapping[str, Any], tuple[str, ...]] | str:
     if not isinstance(entry, Mapping):
         return f"{label}: not a mapping"
+    if entry.get("skip") is True:
+        return f"{label}: skip: true, lefthook never runs it"
     notes: list[str] = [f"from {label}"]
     if kind == "scripts":
         runner = entry.get("runner")
         if not isinstance(runner, str) or not runner.split():
             return f"{label}: a script without a runner"
-        argv = [*runner.split(), f".lefthook/{git_hook}/{name}"]
+        argv = [*runner.split(), f".lefthook/{git_hook}/{entry.get('script', name)}"]
     else:
         run = entry.get("run")
         if not isinstance(run, str) or not run.strip():
@@ -362,7 +355,9 @@ def _lefthook_entry(  # noqa: PLR0917
             argv = run.split()
         if not argv:
             return f"{label}: only file templates, no command"
-    obj: dict[str, Any] = {**_base(taken(name)), "run": argv}
+    hook_name, renamed = taken(name)
+    notes += [renamed] if renamed else []
+    obj: dict[str, Any] = {**_base(hook_name), "run": argv}
     root = entry.get("root")
     root = root.strip("/") if isinstance(root, str) else ""
     globs: list[str] = []

@@ -8,7 +8,9 @@ runs it in a Trio run of its own):
 - the top of the checkout (`rev-parse --show-toplevel`); none (not a checkout, git missing,
   git refusing the directory) → no list, and the hooks with `when.files` run;
 - the base: `[when] base` when set, else the merge base of HEAD with `origin/HEAD`, else with
-  `main`, else with `master`, else HEAD itself (no commit yet: none);
+  `main`, else with `master`, else HEAD itself (no commit yet: none); the first of those
+  branches that is there but shares no commit with HEAD in this clone (a shallow clone, an
+  unrelated history) → no list: from HEAD the branch's own commits would not count;
 - the union of `diff --name-only BASE` (the working tree against the base: commits since it,
   staged and unstaged changes), `diff --cached --name-only BASE` (staged, in case the working
   tree undid them) and `ls-files --others --exclude-standard` (untracked, not ignored).
@@ -83,6 +85,17 @@ def _said(done: subprocess.CompletedProcess[bytes]) -> str:
     return lines[0] if lines else f"git exited with status {done.returncode}"
 
 
+def _not_a_checkout(cwd: str, done: subprocess.CompletedProcess[bytes]) -> str:
+    """Why `cwd` gives no list: not in a checkout, or in one git refuses (another user's:
+    git's "dubious ownership", with the line it gives to allow it)."""
+    said = _said(done)
+    if "not a git repository" in said:
+        return f"{cwd} is not in a git checkout ({said})"
+    lines = done.stderr.decode(errors="replace").splitlines()
+    allow = next((f"; {line.strip()}" for line in lines if "safe.directory" in line), "")
+    return f"git refuses the checkout {cwd} is in ({said}{allow})"
+
+
 async def _commit(top: str, ref: str) -> str | None:
     done = await _git(
         top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
@@ -104,10 +117,30 @@ async def _base(top: str, base: str | None) -> tuple[str | None, str]:
         if await _commit(top, branch) is None:
             continue
         done = await _git(top, "merge-base", "HEAD", branch)
-        if done.returncode == 0:
-            commit = done.stdout.decode().strip()
-            return commit, f"against the merge base with {branch} ({commit[:12]})"
-    return head, f"against HEAD ({head[:12]}; no origin/HEAD, main or master)"
+        if done.returncode != 0:
+            raise _NoList(await _no_merge_base(top, branch))
+        commit = done.stdout.decode().strip()
+        return commit, f"against the merge base with {branch} ({commit[:12]})"
+    shallow = "; a shallow clone: fetch the default branch" if await _shallow(top) else ""
+    return head, f"against HEAD ({head[:12]}; no origin/HEAD, main or master{shallow})"
+
+
+async def _shallow(top: str) -> bool:
+    done = await _git(top, "rev-parse", "--is-shallow-repository")
+    return done.stdout.decode().strip() == "true"
+
+
+async def _no_merge_base(top: str, branch: str) -> str:
+    """Why there is no list when the default branch is there but its merge base with HEAD
+    is not: counting from HEAD instead would leave out the branch's own commits."""
+    where = f"HEAD and {branch} have no commit in common in this clone"
+    if await _shallow(top):
+        return (
+            f"{where} (a shallow clone: its history stops before their merge base); fetch "
+            "it (git fetch --unshallow, or --deepen), set [when] base, or give the list "
+            "with --files-from"
+        )
+    return f"{where} (unrelated histories); set [when] base, or give the list with --files-from"
 
 
 async def _no_filters(top: str) -> tuple[str, ...]:
@@ -131,7 +164,7 @@ async def git_changes(cwd: str, base: str | None = None) -> ChangedFiles:
     try:
         found = await _git(cwd, "rev-parse", "--show-toplevel")
         if found.returncode != 0:
-            return ChangedFiles(None, f"{cwd} is not in a git checkout ({_said(found)})")
+            return ChangedFiles(None, _not_a_checkout(cwd, found))
         top = found.stdout.decode(errors="surrogateescape").rstrip("\n")
         commit, how = await _base(top, base)
         quiet = await _no_filters(top)
