@@ -277,7 +277,8 @@ def _data_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
         case FrameType.WARNING:
             return [f"warning: {bounded(frame['message'], chars=MESSAGE_CHARS)}"]
         case FrameType.CALL:
-            return [_call_line(frame)]
+            note = frame.get("note")
+            return [_call_line(frame)] + ([f"  note: {bounded(note)}"] if note else [])
         case FrameType.EGRESS:
             who = f"hook {frame['hook']}" if frame.get("hook") else "the run's script"
             who = f"server {frame['server']}" if frame.get("server") else who

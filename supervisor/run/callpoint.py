@@ -26,7 +26,7 @@ from ..core.frames import blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.records import Record
-from ..core.servers import undeclared
+from ..core.servers import offline_note, undeclared
 from ..core.when import tool_mismatch
 from ..core.whenindex import call_hooks
 from ..process.egresschild import refusal
@@ -98,9 +98,16 @@ CANCELLED: Final = CallOutcome(
 
 
 def call_frame(
-    call: Call, args: Any, answer: CallOutcome, destructive: bool | None, started: float
+    call: Call,
+    args: Any,
+    answer: CallOutcome,
+    destructive: bool | None,
+    started: float,
+    *,
+    note: str | None = None,
 ) -> Frame:
-    """The `call` frame of `call`, sent with `args`, begun at `started` (`perf_counter`)."""
+    """The `call` frame of `call`, sent with `args`, begun at `started` (`perf_counter`);
+    `note`: `CallPoint.note`."""
     from ..core.hookframes import CallFrame  # built with a run's first tool call
 
     return blank(
@@ -114,6 +121,7 @@ def call_frame(
         error=None if answer.ok else answer.error,
         destructive_hint=destructive,
         refused_by=answer.refused_by,
+        note=note,
     )
 
 
@@ -177,7 +185,8 @@ class CallPoint(Record):
                 hint = self._known_hint(call.server, call.tool)
                 self.journal.append(call_frame(call, sent[0], CANCELLED, hint, started))
             raise
-        self.journal.append(call_frame(call, sent[0], answer, destructive, started))
+        note = self.note(call.server, answer)
+        self.journal.append(call_frame(call, sent[0], answer, destructive, started, note=note))
         return await self._land(state, call, answer)
 
     async def _make(self, call: Call, sent: list[Any]) -> tuple[CallOutcome, bool | None, RunState]:
@@ -215,7 +224,18 @@ class CallPoint(Record):
         mark = self.egress_mark(call.server)
         answer, destructive = await self._call(call, call.args)
         self.egress_frames(call.server, mark)
-        return answer, call_frame(call, call.args, answer, destructive, started)
+        note = self.note(call.server, answer)
+        return answer, call_frame(call, call.args, answer, destructive, started, note=note)
+
+    def note(self, server: str, answer: CallOutcome) -> str | None:
+        """What the `call` frame of a call to `server` that the server answered with a
+        failure (not a refusal) notes (`core/servers.py`'s `offline_note`); costs nothing
+        for a call that succeeded."""
+        if answer.ok or answer.refused_by is not None or answer.cancelled:
+            return None
+        servers = self.ctx.servers
+        spec = servers.specs.get(server) if servers is not None else None
+        return None if spec is None else offline_note(spec, answer.error)
 
     def _entry(self, server: str) -> ServerEntry | None:
         servers = self.ctx.servers

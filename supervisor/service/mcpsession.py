@@ -215,7 +215,9 @@ class SessionRun:
         if self._closed:
             return
         self._point.egress_frames(call.server, mark)
-        self._unhooked(outcome, call_frame(call, call.args, outcome, destructive, started))
+        note = self._point.note(call.server, outcome)
+        frame = call_frame(call, call.args, outcome, destructive, started, note=note)
+        self._unhooked(outcome, frame)
 
     def cancelled(self, call: Call, started: float, destructive: bool | None = None) -> None:
         """A call no hook fires for, begun at `started` (`perf_counter`), that the client
