@@ -193,3 +193,22 @@ def test_a_hook_s_run_that_failed_says_its_exit_code() -> None:
             "ran": {"argv": ["sh", "-c", "exit 3"], "status": "failed", "exitCode": 3,
                     "durationMs": 6}}  # fmt: skip
     assert "  ran sh -c 'exit 3': failed (exit 3) in 6 ms" in frame_lines(hook)
+
+
+def test_a_session_run_reads_as_a_session_its_cancelled_call_not_as_failed() -> None:
+    # `runs show` of an MCP session read "call h.wait: FAILED: cancelled by the client…"
+    # (the result counts no such call as failed) and "end: no exit code, exec exits 0" (no
+    # exec ran: a client's session did).
+    view = RunView()
+    view.lines({"type": "start", "runId": "r1", "argv": ["mcp", "claude-code"], "cwd": "/w",
+                "sandbox": "workspace"})  # fmt: skip
+    cancelled = {"type": "call", "id": 7, "server": "h", "tool": "wait", "argsSha256": "ab",
+                 "durationMs": 4, "ok": False,
+                 "error": "cancelled by the client before its answer"}  # fmt: skip
+    assert view.lines(cancelled) == [
+        "call h.wait: CANCELLED by the client before its answer, in 4 ms"
+    ]
+    view.lines({"type": "result", "value": {"calls": 1, "refused": 0, "failed": 0}})
+    assert view.lines({"type": "end", "exitCode": None, "durationMs": 1220}) == [
+        "end: the session ended, 1220 ms"
+    ]

@@ -635,7 +635,10 @@ async def test_calls_of_one_session_run_at_once_and_each_one_s_frames_stay_toget
     assert echoed.structured_content == {"n": 1}
     check_order(frames)
     steps = [f.get("name") or f.get("tool") for f in frames if f["type"] in ("hook", "call")]
-    assert steps == ["count", "seen", "echo"]  # the cancelled call made no frame
+    # The call the client cancelled has its frame, written when it was cancelled.
+    assert steps == ["count", "seen", "echo", "wait"]
+    (cancelled,) = [f for f in frames if f.get("tool") == "wait"]
+    assert cancelled["error"] == "cancelled by the client before its answer"
     assert marker.alive() == []
 
 

@@ -18,7 +18,7 @@ import httpx2
 import pytest
 import trio
 import trio.testing
-from conftest import Marker
+from conftest import Marker, cut_once_waiting
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -741,3 +741,23 @@ async def test_a_request_s_body_is_parsed_once_on_its_way(
     assert len([body for body in parsed if text.encode() in body]) == 1
     assert garbage.status_code == 400
     assert garbage.json()["error"]["message"].startswith("Parse error: Invalid JSON")
+
+
+@pytest.mark.parametrize("hooks", [[], [call_hook("note", "suffix", {"advise": "seen"})]])
+async def test_a_call_the_client_cancels_is_in_its_session_s_run(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch, hooks: list[dict[str, Any]]
+) -> None:
+    # A call the client cancelled left no trace: the run's result counted the other calls
+    # only, and nothing said one was made and given up.
+    async with served(tmp_path, marker, monkeypatch, hooks, expose=("wait", "echo")) as srv:
+        async with http_session(srv.url, AUTH) as session:
+            await session.list_tools()
+            log = tmp_path / marker / "h.log"
+            await cut_once_waiting(log, lambda: session.call_tool("h__wait", {}))
+            await session.call_tool("h__echo", {})  # answered after the server read the cancel
+        (run_id,) = session_run_ids(srv.runtime)
+        frames = await ended_frames(srv.runtime, run_id)
+    calls = [f for f in frames if f["type"] == "call"]
+    assert [(c["tool"], c["ok"]) for c in calls] == [("wait", False), ("echo", True)]
+    assert calls[0]["error"] == "cancelled by the client before its answer"
+    assert frames[-2]["value"] == {"calls": 2, "refused": 0, "failed": 0}

@@ -205,12 +205,20 @@ async def _ignored(progress: float, total: float | None, message: str | None) ->
     pass
 
 
-@pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
+#: A `before` hook that may ask (and only advises): the calls it is on go through the SDK's
+#: server, whose request context would put its question to the client.
+MAY_ASK = call_hook("gate", "before", {"advise": "fine"}, effect="ask")
+
+
+@pytest.mark.parametrize(
+    ("hooks", "kind", "hooked"), [([], "relay", 0), ([NOTE], "call", 3), ([MAY_ASK], "call", 4)]
+)
 async def test_progress_logs_and_a_cancellation_are_carried_with_the_ids_swapped(
-    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str, hooked: int
 ) -> None:
-    """Relayed, or served through the call point (a hook on it) outside the SDK's server:
-    progress with the client's token, the log message once, a cancellation carried."""
+    """Relayed, served through the call point (a hook on it) outside the SDK's server, or
+    by the SDK's server (a hook that may ask): progress with the client's token, the log
+    message once, a cancellation carried, and the cancelled call in the run."""
     where = tmp_path / marker
     config = write_config(where, marker, hooks, expose=("progress", "wait", "echo"))
     heard: list[tuple[float, float | None, str | None]] = []
@@ -238,11 +246,16 @@ async def test_progress_logs_and_a_cancellation_are_carried_with_the_ids_swapped
     said = [line.split() for line in (where / "h.log").read_text().splitlines()]
     assert said[1:] == [["waiting", f"mcpx-{kind}-3"], ["cancelled", f"mcpx-{kind}-3"]]
     assert marker.alive() == []
-    # A cancelled call is never answered, and leaves no `call` frame (as the SDK's way).
+    # A cancelled call is never answered; its `call` frame says the client cancelled it, and
+    # it is counted (it was one of the client's calls), as the SDK's way has it.
     frames = session_frames(config)
-    calls = [f["tool"] for f in frames if f["type"] == "call"]
-    assert calls == ["progress", "progress", "echo"]
-    assert len([f for f in frames if f["type"] == "hook"]) == (3 if hooks else 0)
+    calls = [f for f in frames if f["type"] == "call"]
+    assert [f["tool"] for f in calls] == ["progress", "progress", "wait", "echo"]
+    assert calls[2]["ok"] is False
+    assert calls[2]["error"] == "cancelled by the client before its answer"
+    assert isinstance(calls[2]["durationMs"], int)
+    assert frames[-2]["value"] == {"calls": 4, "refused": 0, "failed": 0}
+    assert len([f for f in frames if f["type"] == "hook"]) == hooked
 
 
 async def test_a_log_message_reaches_a_client_once_however_many_of_its_calls_wait(

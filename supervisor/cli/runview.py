@@ -10,6 +10,8 @@
   `onError` hook that turned the failure into a result, `end: exit code 4, exec exits 0, 190
   ms`; a script that exited 0 and an `onSuccess` hook that refused it, `exec exits 3`.
 - An `error` frame that already names the hook that refused is not followed by the same name.
+- The `end` of an MCP session's run (`start` with argv `["mcp", CLIENT]`, a `result`, no
+  exit code) says the session ended: nothing was executed, and `exec` exits nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class RunView:
         self._error: Mapping[str, Any] | None = None
         #: The run's `result` or `error` frame, once it came.
         self._outcome: Mapping[str, Any] | None = None
+        #: Whether the run is an MCP client's session (its `start` says so).
+        self._session = False
 
     def waiting_for_answer(self, hook: str) -> bool:
         """Whether `hook` has asked and its answer is awaited (it is not running)."""
@@ -40,6 +44,11 @@ class RunView:
 
     def lines(self, frame: Mapping[str, Any]) -> list[str]:
         kind = frame.get("type")
+        if kind == "start":
+            from ..service.mcpsession import SESSION_ARGV0
+
+            argv = frame.get("argv")
+            self._session = isinstance(argv, list) and argv[:1] == [SESSION_ARGV0]
         if kind == "ask":
             self.asking[str(frame.get("hook"))] = str(frame.get("at", ""))
             return frame_lines(frame, verbose=self.verbose)
@@ -64,6 +73,9 @@ class RunView:
             cause = str(self._error.get("cause", "failed"))
             code = cause_exit_codes().get(cause, EXIT_FAILED)
             return [printable(f"end: {cause}, exec exits {code}, {lasted(frame)}")]
+        session_end = kind == "end" and self._session and frame.get("exitCode") is None
+        if session_end and self._outcome is not None and self._outcome.get("type") == "result":
+            return [f"end: the session ended, {lasted(frame)}"]
         if kind == "end" and self._outcome is not None:
             from .common import outcome_exit_code
 

@@ -277,7 +277,8 @@ def _data_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
         case FrameType.WARNING:
             return [f"warning: {bounded(frame['message'], chars=MESSAGE_CHARS)}"]
         case FrameType.CALL:
-            return [_call_line(frame)]
+            note = frame.get("note")
+            return [_call_line(frame)] + ([f"  note: {bounded(note)}"] if note else [])
         case FrameType.EGRESS:
             who = f"hook {frame['hook']}" if frame.get("hook") else "the run's script"
             who = f"server {frame['server']}" if frame.get("server") else who
@@ -296,16 +297,21 @@ def _data_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
 
 
 def _call_line(frame: Mapping[str, Any]) -> str:
-    """A tool call on one line: `ok`, `FAILED` with why, or `REFUSED by` the hook that
-    refused it (the call was not sent), named from the frame's `refusedBy` whatever its
+    """A tool call on one line: `ok`, `FAILED` with why, `CANCELLED by the client` (an MCP
+    client's call it gave up before its answer: not a failure), or `REFUSED by` the hook
+    that refused it (the call was not sent), named from the frame's `refusedBy` whatever its
     error says, and then its reason (the error, without the same name again); `destructive`
     where the server's listing said so (a call refused before its server listed its tools
     cannot know, and says nothing of it, as a tool listed without annotations)."""
+    from ..run.callpoint import CANCELLED
+
     took = f" in {frame['durationMs']} ms"
     error = str(frame.get("error") or "")
     by = frame.get("refusedBy")
     if frame["ok"]:
         outcome = f"ok{took}"
+    elif error == CANCELLED.error:
+        outcome = f"CANCELLED by the client before its answer,{took}"
     elif by:
         why = error.removeprefix(f"refused by {by}").removeprefix(": ")
         outcome = f"REFUSED by {bounded(f'{by}: {why}' if why else str(by), after=took)}"

@@ -139,7 +139,8 @@ class AskFrame(Envelope):
 @attrs.frozen(repr=False, eq=False)
 class CallFrame(Envelope):
     """A tool call the script made: the SHA-256 of its arguments as sent, never the
-    arguments or the answer (they may hold secrets)."""
+    arguments or the answer (they may hold secrets); `note`, what an operator should know
+    of a failure (a server without network that tried to reach one)."""
 
     id: Any
     server: str
@@ -150,6 +151,7 @@ class CallFrame(Envelope):
     error: str | None = None
     destructive_hint: bool | None = None
     refused_by: str | None = None
+    note: str | None = None
     type: FrameType = attrs.field(default=FrameType.CALL, metadata=KEEP)
 
 

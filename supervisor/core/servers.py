@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import attrs
 
-from .hooks import Profile, SandboxPaths
+from .hooks import PROFILE_GRANTS, Profile, SandboxPaths
 from .limits import DEFAULT_LIMITS, Limits
 from .passenv import pass_environment
 from .records import Record
@@ -299,3 +299,27 @@ def server_secrets(specs: Iterable[ServerSpec], environ: Mapping[str, str]) -> d
     for spec in specs:
         found.update(pass_environment((), spec.secrets, environ).secrets)
     return found
+
+
+#: What a program says (its stderr, a tool's failed answer) when it tried to reach the network
+#: and could not (Node's `fetch` says only "fetch failed").
+NO_NETWORK_SIGNS: Final = re.compile(
+    r"ENOTCACHED|ENETUNREACH|EAI_AGAIN|ENOTFOUND|getaddrinfo|Network is unreachable"
+    r"|network unreachable|only-if-cached|offline mode|--offline|Temporary failure in name"
+    r"|Failed to fetch|fetch failed|dns error|Could not resolve host",
+    re.IGNORECASE,
+)
+
+
+def offline_note(spec: ServerSpec, error: str) -> str | None:
+    """What the `call` frame of a call that failed with `error` notes when `spec`'s server
+    runs without network (its profile grants none, and its `network` names no host) and
+    `error` says it tried to reach one; None otherwise. Never part of what the caller gets."""
+    if not spec.command or spec.network or "the host network" in PROFILE_GRANTS[spec.sandbox]:
+        return None
+    if not NO_NETWORK_SIGNS.search(error):
+        return None
+    return (
+        f"server {spec.name} runs without network (sandbox {spec.sandbox.value}): to let it"
+        f' reach a host, name it in [servers.{spec.name}] network = ["example.com"]'
+    )

@@ -19,6 +19,7 @@ __all__, __getattr__, __dir__ = exports(
         "bus": ("Bus", "Subscription"),
         "callpoint": (
             "CALL_PHASES",
+            "CANCELLED",
             "Call",
             "CallOutcome",
             "CallPoint",

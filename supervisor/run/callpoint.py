@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -26,7 +26,7 @@ from ..core.frames import blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.records import Record
-from ..core.servers import undeclared
+from ..core.servers import offline_note, undeclared
 from ..core.when import tool_mismatch
 from ..core.whenindex import call_hooks
 from ..process.egresschild import refusal
@@ -61,8 +61,10 @@ class Call(Record):
     """One tool call as it comes in: its id in the run's `call` frame, `server.tool`, its
     arguments, the MCP client making it (None for a script's call), where the server's
     progress on it goes (None: nowhere, and the server is not asked for any) and its log
-    messages while it is in flight (None: nowhere), and the client's own keys of its
-    request's `_meta` (not its progress token), sent on with the call as they came."""
+    messages while it is in flight (None: nowhere), the client's own keys of its
+    request's `_meta` (not its progress token), sent on with the call as they came, and
+    whether a cancellation of the call is the client's (`by_client`: its `call` frame then
+    says so; None, as for a script's call cut short by the script's end: no frame)."""
 
     id: Any
     server: str
@@ -72,24 +74,40 @@ class Call(Record):
     progress: Progress | None = None
     log: LogHearer | None = None
     meta: Mapping[str, Any] = attrs.Factory(dict)
+    by_client: Callable[[], bool] | None = None
 
 
 @attrs.frozen(repr=False, eq=False)
 class CallOutcome(Record):
     """What a call ends in: `value` (ok) or `error`, who refused it, and `result`, the
-    server's own answer, kept when it came and no hook replaced it."""
+    server's own answer, kept when it came and no hook replaced it; `cancelled`: the client
+    cancelled it before its answer (it got none)."""
 
     ok: bool
     value: Any = None
     error: str = ""
     refused_by: str | None = None
     result: types.CallToolResult | None = None
+    cancelled: bool = False
+
+
+#: What a client cancelled, before its answer, ends in (its `call` frame's `error`).
+CANCELLED: Final = CallOutcome(
+    False, error="cancelled by the client before its answer", cancelled=True
+)
 
 
 def call_frame(
-    call: Call, args: Any, answer: CallOutcome, destructive: bool | None, started: float
+    call: Call,
+    args: Any,
+    answer: CallOutcome,
+    destructive: bool | None,
+    started: float,
+    *,
+    note: str | None = None,
 ) -> Frame:
-    """The `call` frame of `call`, sent with `args`, begun at `started` (`perf_counter`)."""
+    """The `call` frame of `call`, sent with `args`, begun at `started` (`perf_counter`);
+    `note`: `CallPoint.note`."""
     from ..core.hookframes import CallFrame  # built with a run's first tool call
 
     return blank(
@@ -103,6 +121,7 @@ def call_frame(
         error=None if answer.ok else answer.error,
         destructive_hint=destructive,
         refused_by=answer.refused_by,
+        note=note,
     )
 
 
@@ -155,8 +174,25 @@ class CallPoint(Record):
 
     async def fire(self, call: Call) -> CallOutcome:
         """The call with its hooks, frames in the run's stream; never raises for what a hook
-        or a server does (cancellation propagates)."""
+        or a server does (cancellation propagates: one the client made before the `call`
+        frame, `by_client`, writes it, saying so)."""
         started = time.perf_counter()
+        sent = [call.args]  # the arguments as they stand (a `before` hook's `apply`)
+        try:
+            answer, destructive, state = await self._make(call, sent)
+        except trio.Cancelled:
+            if call.by_client is not None and call.by_client() and not self.journal.finished:
+                hint = self._known_hint(call.server, call.tool)
+                self.journal.append(call_frame(call, sent[0], CANCELLED, hint, started))
+            raise
+        note = self.note(call.server, answer)
+        self.journal.append(call_frame(call, sent[0], answer, destructive, started, note=note))
+        return await self._land(state, call, answer)
+
+    async def _make(self, call: Call, sent: list[Any]) -> tuple[CallOutcome, bool | None, RunState]:
+        """`fire`'s `before` hooks and the call they let through (or refuse): what it ends
+        in, its `destructiveHint`, the hooks' state; `sent[0]`, the arguments as they stand
+        (a hook's `apply`)."""
         facts = {"server": call.server, "tool": call.tool, "args": call.args}
         state = RunState(attrs.evolve(self.ctx, input=(facts,), result=None, error=None))
         for group in together_groups(self.hooks_of(Phase.BEFORE, call)):
@@ -165,6 +201,7 @@ class CallPoint(Record):
             if state.ctx.input[0] is not facts:  # an `apply`: its value is the new args
                 facts = {**facts, "args": state.ctx.input[0]}
                 state.ctx = attrs.evolve(state.ctx, input=(facts,))
+                sent[0] = facts["args"]
             if state.refused_by is not None:
                 break
         args = facts["args"]
@@ -178,8 +215,7 @@ class CallPoint(Record):
             mark = self.egress_mark(call.server)
             answer, destructive = await self._call(call, args)
             self.egress_frames(call.server, mark)
-        self.journal.append(call_frame(call, args, answer, destructive, started))
-        return await self._land(state, call, answer)
+        return answer, destructive, state
 
     async def fire_unhooked(self, call: Call) -> tuple[CallOutcome, Frame]:
         """`fire` for a call no hook fires for (`hooked`): what it ends in, and its `call`
@@ -188,7 +224,18 @@ class CallPoint(Record):
         mark = self.egress_mark(call.server)
         answer, destructive = await self._call(call, call.args)
         self.egress_frames(call.server, mark)
-        return answer, call_frame(call, call.args, answer, destructive, started)
+        note = self.note(call.server, answer)
+        return answer, call_frame(call, call.args, answer, destructive, started, note=note)
+
+    def note(self, server: str, answer: CallOutcome) -> str | None:
+        """What the `call` frame of a call to `server` that the server answered with a
+        failure (not a refusal) notes (`core/servers.py`'s `offline_note`); costs nothing
+        for a call that succeeded."""
+        if answer.ok or answer.refused_by is not None or answer.cancelled:
+            return None
+        servers = self.ctx.servers
+        spec = servers.specs.get(server) if servers is not None else None
+        return None if spec is None else offline_note(spec, answer.error)
 
     def _entry(self, server: str) -> ServerEntry | None:
         servers = self.ctx.servers

@@ -50,7 +50,7 @@ __all__, __getattr__, __dir__ = exports(
         "mcpface": ("Gateway", "serve_stdio"),
         "mcplimits": ("CallLimiter",),
         "mcprelay": ("RESOURCE_NOT_FOUND", "Relay"),
-        "mcpsession": ("SessionCounts", "SessionRun"),
+        "mcpsession": ("SESSION_ARGV0", "SessionCounts", "SessionRun"),
         "mcpstdio": ("LineTooLong", "open_stdio"),
         "answering": ("AskWatcher", "Deliver", "Responder"),
         "options": ("Limits", "Listening", "ServiceOptions"),

@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
+import anyio
 import attrs
 import orjson
 import pydantic
@@ -84,11 +85,13 @@ class ClientLevel:
 class Relays(Record):
     """Where what comes back on a call's way goes: the server's progress on it (None: the
     client asked for none), its log messages, a hook's question (None: the client cannot be
-    asked, and an ask gets its default)."""
+    asked, and an ask gets its default); and whether the client cancelled the call, once it
+    is cancelled (None: a cancellation is never the client's)."""
 
     progress: Progress | None
     log: LogHearer
     responder: Responder | None
+    by_client: Callable[[], bool] | None = None
 
 
 def sdk_relays(ctx: ServerRequestContext[Any, Any], outbox: Outbox, level: ClientLevel) -> Relays:
@@ -96,7 +99,15 @@ def sdk_relays(ctx: ServerRequestContext[Any, Any], outbox: Outbox, level: Clien
     server's progress and log messages (those of `level` or above) queued in the client's
     `outbox`."""
     log = _log_relay(ctx, outbox, level)
-    return Relays(_progress_relay(ctx, outbox), log, _asker(ctx))
+    return Relays(_progress_relay(ctx, outbox), log, _asker(ctx), _cancel_heard(ctx))
+
+
+def _cancel_heard(ctx: ServerRequestContext[Any, Any]) -> Callable[[], bool] | None:
+    """Whether the client cancelled the request of `ctx` (its `notifications/cancelled`),
+    rather than its session ending: the SDK's dispatch context of the request knows, which
+    its request context does not show (the SDK's server session holds it)."""
+    heard = getattr(getattr(ctx.session, "_request_outbound", None), "cancel_requested", None)
+    return heard.is_set if isinstance(heard, anyio.Event) else None
 
 
 def line_relays(

@@ -293,6 +293,7 @@ class Gateway:
                 log=relays.log,
                 responder=relays.responder,
                 meta=meta,
+                by_client=relays.by_client,
             )
         return tool_result(outcome)
 

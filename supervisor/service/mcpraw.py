@@ -20,8 +20,9 @@ error the call point gives for one that is not, or for a JSON-RPC error); its `c
 is written as the call point writes an unhooked call's; then the answer goes to the client
 under its id, as the server wrote it, with the server's progress (its token) and log
 messages before it. A cancellation from the client is carried to the server, and the call is
-never answered (as the SDK's server does). Past `callTimeoutMs` the call is cancelled on the
-server and answered with why; the server's stdout ended first, with the reason its life ended.
+never answered (as the SDK's server does): its `call` frame says the client cancelled it.
+Past `callTimeoutMs` the call is cancelled on the server and answered with why; the
+server's stdout ended first, with the reason its life ended.
 
 Any other plain call (a hook fires for it, its server is not running yet, limits) is served
 through the call point (`Gateway.call`) in a task of its own, its progress, log messages and
@@ -187,6 +188,7 @@ class RawCalls:
         with scope:
             try:
                 relays = line_relays(self._writer, request.token, self._gateway.level)
+                relays = attrs.evolve(relays, by_client=lambda: not self._closed)
                 result = await self._gateway.call(
                     session, cid, request.name, request.args, relays, meta=request.meta
                 )
@@ -197,7 +199,6 @@ class RawCalls:
                 failed = types.JSONRPCError(jsonrpc="2.0", id=cid, error=said)
             finally:
                 del self._served[coerce_request_id(cid)]
-        # (a call the client cancelled is not answered)
         if failed is not None:
             await self._writer.send(SessionMessage(failed))
         elif result is not None:
@@ -226,7 +227,6 @@ class RawCalls:
         )
         if request_line is None:
             return False
-        now = trio.current_time()
         call = RawCall(
             self,
             Call(cid, spec.name, tool, args, session.client),
@@ -237,7 +237,7 @@ class RawCalls:
             session,
             time.perf_counter(),
             session.egress_mark(spec.name),
-            now + spec.call_timeout_ms / 1000,
+            trio.current_time() + spec.call_timeout_ms / 1000,
             line_relays(self._writer, None, self._gateway.level).log,
         )
         if not entry.raw.send_nowait(rid, request_line, call):
@@ -283,9 +283,7 @@ class RawCalls:
         if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
             return False
         params = message.get("params")
-        if not isinstance(params, dict):
-            return False
-        rid = params.get("requestId")
+        rid = params.get("requestId") if isinstance(params, dict) else None
         if isinstance(rid, bool) or not isinstance(rid, int | str):
             return False
         rid = coerce_request_id(rid)
@@ -294,6 +292,8 @@ class RawCalls:
         elif (call := self._calls.get(rid)) is not None and self._end(call):
             if call.entry.raw is not None:
                 call.entry.raw.cancel(call.rid)
+            hint = destructive_hint(call.entry, call.call.tool)
+            call.session.cancelled(call.call, call.started, hint)
         else:
             return False
         self._writer.dropped(rid)  # (a cancelled call is never answered)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -32,6 +32,7 @@ from ..core.servers import server_secrets
 from ..run.asking import Asks
 from ..run.callpoint import (
     CALL_PHASES,
+    CANCELLED,
     Call,
     CallOutcome,
     CallPoint,
@@ -58,8 +59,9 @@ SESSION_ARGV0 = "mcp"
 
 @attrs.define(repr=False)
 class SessionCounts(Record):
-    """The session's calls so far: all of them, those a hook refused, those that failed
-    otherwise (the client got `isError`)."""
+    """The session's calls so far: all of them (those the client cancelled before their
+    answer too), those a hook refused, those that failed otherwise (the client got
+    `isError`)."""
 
     calls: int = 0
     refused: int = 0
@@ -67,6 +69,8 @@ class SessionCounts(Record):
 
     def take(self, outcome: CallOutcome) -> None:
         self.calls += 1
+        if outcome.cancelled:
+            return
         if outcome.refused_by is not None:
             self.refused += 1
         elif not outcome.ok or (outcome.result is not None and outcome.result.is_error):
@@ -135,14 +139,25 @@ class SessionRun:
         log: LogHearer | None = None,
         responder: Responder | None = None,
         meta: Mapping[str, Any] | None = None,
+        by_client: Callable[[], bool] | None = None,
     ) -> CallOutcome:
         """One call of the client through the `call` point (after the hooked calls before it,
         when hooks fire for it); the server's progress on it goes to `progress`, its log
         messages to `log`, its hooks' questions to `responder`; `meta`, the client's own
-        keys of its request's `_meta`, goes on to the server with it."""
-        call = Call(call_id, server, tool, args, self.client, progress, log, dict(meta or {}))
+        keys of its request's `_meta`, goes on to the server with it. Cancelled, and
+        `by_client` saying the client cancelled it, it has a `call` frame saying so (before
+        its answer), and counts among the calls."""
+        call = Call(
+            call_id, server, tool, args, self.client, progress, log, dict(meta or {}), by_client
+        )
         if not self.hooked(server, tool):
-            outcome, frame = await self._point.fire_unhooked(call)
+            started = time.perf_counter()
+            try:
+                outcome, frame = await self._point.fire_unhooked(call)
+            except trio.Cancelled:
+                if by_client is not None and by_client():
+                    self.cancelled(call, started)
+                raise
             self._unhooked(outcome, frame)
             return outcome
         async with self._lock:
@@ -155,6 +170,10 @@ class SessionRun:
                         nursery.start_soon(_watch, self.journal, len(self.journal), watcher)
                         outcome = await self._point.fire(call)
                         nursery.cancel_scope.cancel()
+            except trio.Cancelled:
+                if by_client is not None and by_client():  # (the point wrote its frame)
+                    self.counts.take(CANCELLED)
+                raise
             finally:
                 self._write_held()
             self.counts.take(outcome)
@@ -196,7 +215,16 @@ class SessionRun:
         if self._closed:
             return
         self._point.egress_frames(call.server, mark)
-        self._unhooked(outcome, call_frame(call, call.args, outcome, destructive, started))
+        note = self._point.note(call.server, outcome)
+        frame = call_frame(call, call.args, outcome, destructive, started, note=note)
+        self._unhooked(outcome, frame)
+
+    def cancelled(self, call: Call, started: float, destructive: bool | None = None) -> None:
+        """A call no hook fires for, begun at `started` (`perf_counter`), that the client
+        cancelled before its answer: its `call` frame says so, and it counts among the
+        calls."""
+        if not self._closed:
+            self._unhooked(CANCELLED, call_frame(call, call.args, CANCELLED, destructive, started))
 
     def _unhooked(self, outcome: CallOutcome, frame: Frame) -> None:
         if self._lock.locked():  # not inside a hooked call's frames: after them

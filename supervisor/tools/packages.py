@@ -26,7 +26,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections.abc import Mapping
 from typing import Final
 
@@ -38,7 +37,7 @@ from ..core.errors import SandboxUnavailable, SpawnError
 from ..core.hookenv import base_environment
 from ..core.hooks import Profile
 from ..core.records import Record
-from ..core.servers import ServerSpec
+from ..core.servers import NO_NETWORK_SIGNS, ServerSpec
 from ..core.shellwords import shell_line
 from ..process import programs, sandbox
 from ..process.egress import Lease
@@ -66,13 +65,6 @@ ALLOCATOR: Final = {"MALLOC_ARENA_MAX": "2"}
 #: that fails ("Cannot allocate Wasm memory") and the process with it. Without the trap
 #: handler V8 checks bounds itself and reserves only what it uses (Node 20.15, 22.2, later).
 WASM_BOUNDS: Final = {"NODE_OPTIONS": "--disable-wasm-trap-handler"}
-#: What a program's stderr says when it tried to reach the network and could not.
-NO_NETWORK_SIGNS: Final = re.compile(
-    r"ENOTCACHED|ENETUNREACH|EAI_AGAIN|ENOTFOUND|getaddrinfo|Network is unreachable"
-    r"|network unreachable|only-if-cached|offline mode|--offline|Temporary failure in name"
-    r"|Failed to fetch|dns error|Could not resolve host",
-    re.IGNORECASE,
-)
 
 logger = logging.getLogger(__name__)
 

@@ -165,6 +165,7 @@ function callBody(c) {
     ),
     c.error ? el("p", { class: "message" }, c.error) : null,
     fields(c, ["refusedBy"]),
+    c.note ? el("p", { class: "message" }, `note: ${c.note}`) : null,
   );
 }
 
