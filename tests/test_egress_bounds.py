@@ -179,3 +179,15 @@ async def test_children_flooding_together_hold_a_bounded_share_of_the_descriptor
         sock.close()
         for stream in floods[1]:
             await stream.aclose()
+
+
+async def test_a_tunnel_to_a_host_that_cannot_be_reached_is_answered_502_not_200() -> None:
+    """A `CONNECT` was answered `200 Connection Established` before the upstream was even
+    connected, and a refused one then got `502` as the tunnel's first bytes: a TLS client
+    read "wrong version number", and a flood's tunnels counted as made before their
+    upstreams were. Now the tunnel is established once its upstream is: `502` is the
+    proxy's answer, and nothing precedes it."""
+    async with _proxy(("localhost:1",)) as (_, port):
+        answer = await _ask(port, b"CONNECT localhost:1 HTTP/1.1\r\nHost: localhost:1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 502 Bad Gateway\r\n"), answer
+    assert b"cannot reach localhost:1" in answer

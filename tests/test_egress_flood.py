@@ -50,6 +50,13 @@ with urllib.request.urlopen(sys.argv[1], timeout=60) as r:
 """
 
 
+class _Server(socketserver.ThreadingTCPServer):
+    #: The flood's tunnels may come faster than a loaded machine's accept loop takes them:
+    #: past the default backlog of 5 a connection's SYN is dropped and tried again seconds
+    #: later (a tunnel then missing when the other hook's answer waits for all of them).
+    request_queue_size = 128
+
+
 class Upstream:
     """Two loopback servers: one the flood's tunnels reach (it counts those open), one the
     other hook asks (it answers once the flood holds `CONNECTIONS_MAX` tunnels)."""
@@ -85,9 +92,7 @@ class Upstream:
                 )
                 up.served.set()
 
-        self.servers = [
-            socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler) for handler in (Tunnel, Calm)
-        ]
+        self.servers = [_Server(("127.0.0.1", 0), handler) for handler in (Tunnel, Calm)]
         for server in self.servers:
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -92,6 +92,7 @@ _REASONS: Final = {
     504: "Gateway Timeout",
 }
 _CHUNK: Final = 64 * 1024
+_ESTABLISHED: Final = b"HTTP/1.1 200 Connection Established\r\n\r\n"
 _ENDS: Final = http.ENDS  # (what ends a connection, said or not)
 
 
@@ -324,17 +325,20 @@ async def _handle(wire: http.Wire, lease: Lease, crowded: bool) -> None:
         return
     client, tls = wire, None
     length: int | None = 0
-    if method == "CONNECT":
-        await wire.send_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-        if lease.ca is not None:  # the child trusts the run's CA alone: read its request
-            ssl_stream = trio.SSLStream(wire, lease.ca.server_context(host), server_side=True)
-            with trio.fail_after(HEAD_TIMEOUT_S):  # (no answer it could read: it just ends)
-                await ssl_stream.do_handshake()
-            client, tls = http.Wire(ssl_stream), lease.upstream
-            head = await _head(client)
-            upstream_head = http.origin_head(head, host, port) or b""
-            if not upstream_head:
-                await _answer(client, 400, f"expected a request for a path on {host}")
+    # A plain tunnel is established once its upstream is connected: a host that cannot be
+    # reached is answered 502, which the child reads as the proxy's answer (sent after a
+    # 200, it would be read as the tunnel's first bytes: a TLS client's "wrong version").
+    tunnel = method == "CONNECT" and lease.ca is None
+    if method == "CONNECT" and lease.ca is not None:  # the child trusts the run's CA alone:
+        await wire.send_all(_ESTABLISHED)  # its request is read
+        ssl_stream = trio.SSLStream(wire, lease.ca.server_context(host), server_side=True)
+        with trio.fail_after(HEAD_TIMEOUT_S):  # (no answer it could read: it just ends)
+            await ssl_stream.do_handshake()
+        client, tls = http.Wire(ssl_stream), lease.upstream
+        head = await _head(client)
+        upstream_head = http.origin_head(head, host, port) or b""
+        if not upstream_head:
+            await _answer(client, 400, f"expected a request for a path on {host}")
     if upstream_head:
         checked = lease.swapped(upstream_head, host, port)
         if isinstance(checked, str):
@@ -360,6 +364,8 @@ async def _handle(wire: http.Wire, lease: Lease, crowded: bool) -> None:
         await _answer(client, 502, f"cannot reach {host}:{port}: {why or exc}")
         return
     async with upstream:
+        if tunnel:
+            await wire.send_all(_ESTABLISHED)
         with trio.CancelScope() as idle:  # (put off at each read: `http.IDLE_S`)
             client.watch(idle)
             await http.exchange(client, http.Wire(upstream, idle), upstream_head, head, length)
