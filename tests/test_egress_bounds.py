@@ -27,7 +27,7 @@ REFUSED = b"GET http://blocked.example/ HTTP/1.1\r\nHost: blocked.example\r\n\r\
 
 
 @contextlib.asynccontextmanager
-async def _proxy(network: tuple[str, ...] = ()) -> AsyncIterator[tuple[Lease, int]]:
+async def proxy(network: tuple[str, ...] = ()) -> AsyncIterator[tuple[Lease, int]]:
     """A lease allowing `network` (no host), serving a loopback listener; its port."""
     async with EgressProxy().open_lease(network) as lease:
         listener = socket.socket()
@@ -38,7 +38,7 @@ async def _proxy(network: tuple[str, ...] = ()) -> AsyncIterator[tuple[Lease, in
         yield lease, port
 
 
-async def _read_all(stream: trio.abc.Stream) -> bytes:
+async def read_all(stream: trio.abc.Stream) -> bytes:
     got = b""
     while chunk := await stream.receive_some(65536):
         got += chunk
@@ -50,7 +50,7 @@ async def _ask(port: int, sent: bytes = REFUSED) -> bytes:
     with trio.fail_after(WAIT_S):
         async with await trio.open_tcp_stream("127.0.0.1", port) as client:
             await client.send_all(sent)
-            return await _read_all(client)
+            return await read_all(client)
 
 
 def _fds() -> int:
@@ -61,12 +61,12 @@ async def test_a_head_over_its_bound_is_answered_431_the_client_reads() -> None:
     """The proxy answered `431` and closed while the client was still sending its head: the
     client read a reset, not the answer. Now it reads the answer, then the end."""
     sent = b"GET http://blocked.example/ HTTP/1.1\r\nX: " + b"a" * (4 * egress.http.HEAD_BYTES)
-    async with _proxy() as (_, port):
+    async with proxy() as (_, port):
         with trio.fail_after(WAIT_S):
             async with await trio.open_tcp_stream("127.0.0.1", port) as client:
                 await client.send_all(sent)
                 await client.send_eof()
-                answer = await _read_all(client)
+                answer = await read_all(client)
     assert answer.startswith(b"HTTP/1.1 431 ")
     assert answer.endswith(f"request head over {egress.http.HEAD_BYTES} bytes\n".encode())
 
@@ -76,10 +76,10 @@ async def test_a_connection_that_sends_no_head_is_answered_408(
 ) -> None:
     """A connection that sent nothing was held until the child's timeout (a tool server's
     child has none: for as long as the server ran). Now it has `HEAD_TIMEOUT_S`."""
-    async with _proxy() as (_, port), await trio.open_tcp_stream("127.0.0.1", port) as client:
+    async with proxy() as (_, port), await trio.open_tcp_stream("127.0.0.1", port) as client:
         start = trio.current_time()
         with trio.fail_after(10 * egress.HEAD_TIMEOUT_S):
-            answer = await _read_all(client)
+            answer = await read_all(client)
         assert trio.current_time() - start == pytest.approx(egress.HEAD_TIMEOUT_S)
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert answer.endswith(f"no request head within {egress.HEAD_TIMEOUT_S:g} s\n".encode())
@@ -92,7 +92,7 @@ async def test_connections_past_the_bound_are_answered_503_and_a_freed_place_ser
     run's `egress` frame says); a host not listed is still `403`; once one ends, the next is
     served."""
     listed = b"GET http://localhost:1/ HTTP/1.1\r\nHost: localhost:1\r\n\r\n"
-    async with _proxy(("localhost:1",)) as (lease, port), contextlib.AsyncExitStack() as held:
+    async with proxy(("localhost:1",)) as (lease, port), contextlib.AsyncExitStack() as held:
         idle = [
             await held.enter_async_context(await trio.open_tcp_stream("127.0.0.1", port))
             for _ in range(egress.CONNECTIONS_MAX)
@@ -114,7 +114,7 @@ async def test_a_flood_of_connections_holds_a_bounded_number_of_descriptors() ->
     as many of the supervisor's descriptors. Now the proxy holds at most `HELD_MAX` for it
     (those it serves and those it is refusing); the rest wait in the child's own queue."""
     flood = egress.HELD_MAX + 100
-    async with _proxy() as (_, port), contextlib.AsyncExitStack() as held:
+    async with proxy() as (_, port), contextlib.AsyncExitStack() as held:
         before = _fds()
         for _ in range(flood):
             await held.enter_async_context(await trio.open_tcp_stream("127.0.0.1", port))
@@ -125,7 +125,7 @@ async def test_a_flood_of_connections_holds_a_bounded_number_of_descriptors() ->
 async def test_the_proxy_accepts_again_after_running_out_of_descriptors() -> None:
     """`accept` failing for want of a descriptor (EMFILE) ended the child's proxy for good:
     every later connection was refused. Now it waits and tries again."""
-    async with _proxy() as (_, port):
+    async with proxy() as (_, port):
         # (connected before the proxy first accepts: in its queue, a descriptor each here)
         waiting = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -187,7 +187,7 @@ async def test_a_tunnel_to_a_host_that_cannot_be_reached_is_answered_502_not_200
     read "wrong version number", and a flood's tunnels counted as made before their
     upstreams were. Now the tunnel is established once its upstream is: `502` is the
     proxy's answer, and nothing precedes it."""
-    async with _proxy(("localhost:1",)) as (_, port):
+    async with proxy(("localhost:1",)) as (_, port):
         answer = await _ask(port, b"CONNECT localhost:1 HTTP/1.1\r\nHost: localhost:1\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 502 Bad Gateway\r\n"), answer
     assert b"cannot reach localhost:1" in answer

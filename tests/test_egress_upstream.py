@@ -7,16 +7,15 @@ a plain request and in one read inside a tunnel (a child with a secret)."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import trio
+from test_egress_bounds import proxy, read_all
 
 from mcpx_hooks.supervisor.process import egress, egressca
-from mcpx_hooks.supervisor.process.egress import EgressProxy, Lease
 
 IDLE_S = egress.http.IDLE_S
 #: Long enough for any answer on loopback (real time); a connection still open past it hangs.
@@ -52,24 +51,6 @@ async def _upstream(
         nursery.cancel_scope.cancel()
 
 
-@contextlib.asynccontextmanager
-async def _proxy(network: tuple[str, ...]) -> AsyncIterator[tuple[Lease, int]]:
-    async with EgressProxy().open_lease(network) as lease:
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        port = listener.getsockname()[1]
-        lease.serve(listener.detach())
-        yield lease, port
-
-
-async def _read_all(stream: trio.abc.Stream) -> bytes:
-    got = b""
-    while chunk := await stream.receive_some(65536):
-        got += chunk
-    return got
-
-
 async def _never_answer(stream: trio.SocketStream) -> None:
     await trio.sleep_forever()
 
@@ -82,13 +63,13 @@ async def test_an_upstream_that_never_answers_is_answered_504_after_idle(
     child reads `504` after `IDLE_S`, and its run hears why (a refusal of the host)."""
     async with (
         _upstream(_never_answer) as (up, _),
-        _proxy((f"127.0.0.1:{up}",)) as (lease, port),
+        proxy((f"127.0.0.1:{up}",)) as (lease, port),
         await trio.open_tcp_stream("127.0.0.1", port) as client,
     ):
         start = trio.current_time()
         await client.send_all(f"GET http://127.0.0.1:{up}/ HTTP/1.1\r\n\r\n".encode())
         with trio.fail_after(10 * IDLE_S):
-            answer = await _read_all(client)
+            answer = await read_all(client)
         assert trio.current_time() - start == pytest.approx(IDLE_S)
     said = (
         f"nothing passed to or from 127.0.0.1:{up} for {IDLE_S:g} s: the proxy ended the connection"
@@ -112,7 +93,7 @@ async def test_a_silent_tunnel_is_ended_after_idle_and_a_busy_one_is_not(
 
     async with (
         _upstream(echo) as (up, _),
-        _proxy((f"127.0.0.1:{up}",)) as (lease, port),
+        proxy((f"127.0.0.1:{up}",)) as (lease, port),
         await trio.open_tcp_stream("127.0.0.1", port) as busy,
     ):
         await busy.send_all(f"CONNECT 127.0.0.1:{up} HTTP/1.1\r\n\r\n".encode())
@@ -125,7 +106,7 @@ async def test_a_silent_tunnel_is_ended_after_idle_and_a_busy_one_is_not(
         assert lease.refused == {}
         start = trio.current_time()
         with trio.fail_after(10 * IDLE_S):
-            assert await _read_all(busy) == b""
+            assert await read_all(busy) == b""
         assert trio.current_time() - start == pytest.approx(IDLE_S, abs=0.1)
     assert lease.notes["127.0.0.1"].startswith(f"nothing passed to or from 127.0.0.1:{up} for ")
 
@@ -142,12 +123,12 @@ async def test_an_upstream_that_stalls_in_its_body_ends_the_connection_after_idl
 
     async with (
         _upstream(stall) as (up, _),
-        _proxy((f"127.0.0.1:{up}",)) as (lease, port),
+        proxy((f"127.0.0.1:{up}",)) as (lease, port),
         await trio.open_tcp_stream("127.0.0.1", port) as client,
     ):
         await client.send_all(f"GET http://127.0.0.1:{up}/ HTTP/1.1\r\n\r\n".encode())
         with trio.fail_after(10 * IDLE_S):
-            answer = await _read_all(client)
+            answer = await read_all(client)
     assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
     assert answer.endswith(b"\r\n\r\nhalf")
     assert "127.0.0.1" in lease.notes
@@ -185,11 +166,11 @@ CASES = [
 async def test_1xx_and_head_answers_reach_a_plain_request_whole(
     method: bytes, handle: Handler, starts: bytes
 ) -> None:
-    async with _upstream(handle) as (up, heads), _proxy((f"localhost:{up}",)) as (_, port):
+    async with _upstream(handle) as (up, heads), proxy((f"localhost:{up}",)) as (_, port):
         with trio.fail_after(WAIT_S):
             async with await trio.open_tcp_stream("127.0.0.1", port) as client:
                 await client.send_all(b"%s http://localhost:%d/ HTTP/1.1\r\n\r\n" % (method, up))
-                answer = await _read_all(client)
+                answer = await read_all(client)
     assert heads[0].startswith(method + b" / HTTP/1.1\r\n")
     assert answer.startswith(starts)
     assert answer.count(b"Connection: close\r\n") == 1
@@ -207,7 +188,7 @@ async def test_1xx_and_head_answers_reach_a_request_read_in_a_tunnel_whole(
     (ca_file := tmp_path / "ca.pem").write_bytes(test_ca.pem)
     async with (
         _upstream(handle, test_ca.server_context("localhost")) as (up, heads),
-        _proxy((f"localhost:{up}",)) as (lease, port),
+        proxy((f"localhost:{up}",)) as (lease, port),
     ):
         placeholder = lease.add_secret("TOKEN", "s3cr3t", (f"localhost:{up}",))
         lease.upstream = egressca.upstream_context(str(ca_file))
@@ -220,7 +201,7 @@ async def test_1xx_and_head_answers_reach_a_request_read_in_a_tunnel_whole(
                 client = trio.SSLStream(plain, trusted, server_hostname="localhost")
                 request = f"{method.decode()} / HTTP/1.1\r\nAuthorization: {placeholder}\r\n\r\n"
                 await client.send_all(request.encode())
-                answer = await _read_all(client)  # (a ragged end: BrokenResourceError)
+                answer = await read_all(client)  # (a ragged end: BrokenResourceError)
     assert heads[0].startswith(method + b" / HTTP/1.1\r\n")
     assert b"Authorization: s3cr3t\r\n" in heads[0]
     assert answer.startswith(starts)
@@ -241,7 +222,7 @@ async def test_a_body_that_ends_with_the_connection_ends_cleanly_in_a_tunnel(
     (ca_file := tmp_path / "ca.pem").write_bytes(test_ca.pem)
     async with (
         _upstream(until_close, test_ca.server_context("localhost")) as (up, _),
-        _proxy((f"localhost:{up}",)) as (lease, port),
+        proxy((f"localhost:{up}",)) as (lease, port),
     ):
         lease.add_secret("TOKEN", "s3cr3t", (f"localhost:{up}",))
         lease.upstream = egressca.upstream_context(str(ca_file))
@@ -253,5 +234,5 @@ async def test_a_body_that_ends_with_the_connection_ends_cleanly_in_a_tunnel(
                 assert (await plain.receive_some()).startswith(b"HTTP/1.1 200 ")
                 client = trio.SSLStream(plain, trusted, server_hostname="localhost")
                 await client.send_all(b"GET / HTTP/1.1\r\n\r\n")
-                answer = await _read_all(client)
+                answer = await read_all(client)
     assert answer.endswith(b"\r\n\r\nall of it")
