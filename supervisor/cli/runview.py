@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.frames import seconds_between
+from ..core.servers import SESSION_ARGV0
 from .printable import continued, printable
 from .view import frame_lines, lasted
 
@@ -45,8 +46,6 @@ class RunView:
     def lines(self, frame: Mapping[str, Any]) -> list[str]:
         kind = frame.get("type")
         if kind == "start":
-            from ..service.mcpsession import SESSION_ARGV0
-
             argv = frame.get("argv")
             self._session = isinstance(argv, list) and argv[:1] == [SESSION_ARGV0]
         if kind == "ask":

@@ -303,14 +303,14 @@ def _call_line(frame: Mapping[str, Any]) -> str:
     error says, and then its reason (the error, without the same name again); `destructive`
     where the server's listing said so (a call refused before its server listed its tools
     cannot know, and says nothing of it, as a tool listed without annotations)."""
-    from ..run.callpoint import CANCELLED
+    from ..core.servers import CALL_CANCELLED
 
     took = f" in {frame['durationMs']} ms"
     error = str(frame.get("error") or "")
     by = frame.get("refusedBy")
     if frame["ok"]:
         outcome = f"ok{took}"
-    elif error == CANCELLED.error:
+    elif error == CALL_CANCELLED:
         outcome = f"CANCELLED by the client before its answer,{took}"
     elif by:
         why = error.removeprefix(f"refused by {by}").removeprefix(": ")

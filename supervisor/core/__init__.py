@@ -292,6 +292,7 @@ __all__, __getattr__, __dir__ = exports(
         "servers": (
             "BACKOFF_FIRST_S",
             "BACKOFF_MAX_S",
+            "CALL_CANCELLED",
             "CALL_LIMIT_KEYS",
             "CallLimits",
             "MAX_BAD_LINES",
@@ -302,6 +303,7 @@ __all__, __getattr__, __dir__ = exports(
             "SERVER_SETTINGS",
             "SEPARATOR_PATTERN",
             "SERVER_STDERR_TAIL",
+            "SESSION_ARGV0",
             "ServerSetting",
             "ServerSpec",
             "call_limits",

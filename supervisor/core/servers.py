@@ -301,6 +301,11 @@ def server_secrets(specs: Iterable[ServerSpec], environ: Mapping[str, str]) -> d
     return found
 
 
+#: The first word of an MCP session run's argv; the client's name follows it.
+SESSION_ARGV0: Final = "mcp"
+#: The `call` frame's `error` of a call its MCP client cancelled before its answer.
+CALL_CANCELLED: Final = "cancelled by the client before its answer"
+
 #: What a program says (its stderr, a tool's failed answer) when it tried to reach the network
 #: and could not (Node's `fetch` says only "fetch failed").
 NO_NETWORK_SIGNS: Final = re.compile(

@@ -26,7 +26,7 @@ from ..core.frames import blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.records import Record
-from ..core.servers import offline_note, undeclared
+from ..core.servers import CALL_CANCELLED, offline_note, undeclared
 from ..core.when import tool_mismatch
 from ..core.whenindex import call_hooks
 from ..process.egresschild import refusal
@@ -92,9 +92,7 @@ class CallOutcome(Record):
 
 
 #: What a client cancelled, before its answer, ends in (its `call` frame's `error`).
-CANCELLED: Final = CallOutcome(
-    False, error="cancelled by the client before its answer", cancelled=True
-)
+CANCELLED: Final = CallOutcome(False, error=CALL_CANCELLED, cancelled=True)
 
 
 def call_frame(

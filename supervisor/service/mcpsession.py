@@ -28,7 +28,7 @@ from ..core.frames import EndFrame, ResultFrame, StartFrame, WarningFrame, blank
 from ..core.hooks import caller_autonomy
 from ..core.records import Record
 from ..core.redact import Redactor
-from ..core.servers import server_secrets
+from ..core.servers import SESSION_ARGV0, server_secrets
 from ..run.asking import Asks
 from ..run.callpoint import (
     CALL_PHASES,
@@ -52,9 +52,6 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
     from ..core.hookframes import Frame
-
-#: The first word of a session run's argv; the client's name follows it.
-SESSION_ARGV0 = "mcp"
 
 
 @attrs.define(repr=False)
