@@ -13,9 +13,10 @@ emoji's skin tone and its joiners are spaces. Latin and the other scripts are as
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from typing import Final
+from typing import Final, NamedTuple
 
 #: The characters each a word of their own: Hangul jamo, CJK radicals, iteration marks,
 #: kana, Hangul, CJK ideographs (and their extensions), half-width kana and Hangul.
@@ -32,17 +33,36 @@ _SYMBOLS: Final = (
 _JOINERS: Final = "\U0001f3fb-\U0001f3ff\u200d\ufe0e\ufe0f\u20e3"
 #: The joiner of an emoji's sequence (`👩‍💻`: woman, joiner, laptop).
 ZWJ: Final = "\u200d"
-_ATTACHED: Final = re.compile(f"[{_JOINERS}]")
-_SPLIT: Final = re.compile(f"([{CJK}])|([{_JOINERS}])|[{_SYMBOLS}]")
 #: Where a symbol's word is: a private-use plane, which the tokenizer keeps as letters.
 _PRIVATE: Final = 0xF0000
 
 
+class _Patterns(NamedTuple):
+    attached: re.Pattern[str]
+    split: re.Pattern[str]
+    #: A word of a text as the index splits it: a CJK character, a symbol's, or a run of
+    #: letters and digits (`[^\W_]`) of no CJK character.
+    token: re.Pattern[str]
+
+
+@functools.cache
+def _patterns() -> _Patterns:
+    """Compiled at first use, not at import: their classes of CJK and symbol ranges take
+    about 5 ms to compile, which every `exec` paid (the history's writer imports this),
+    though only a line holding such a character needs them."""
+    return _Patterns(
+        re.compile(f"[{_JOINERS}]"),
+        re.compile(f"([{CJK}])|([{_JOINERS}])|[{_SYMBOLS}]"),
+        re.compile(f"[{CJK}]|[{_SYMBOLS}]|(?:(?![{CJK}])[^\\W_])+"),
+    )
+
+
 def spaced(text: str) -> str:
     """`text` as the index is given it: each CJK character spaced out, each symbol its word."""
-    if text.isascii() or _SPLIT.search(text) is None:
+    if text.isascii():
         return text
-    return _SPLIT.sub(_part, text)
+    split = _patterns().split
+    return text if split.search(text) is None else split.sub(_part, text)
 
 
 def _part(found: re.Match[str]) -> str:
@@ -61,22 +81,17 @@ def _symbol(char: str) -> bool:
 def attached(char: str) -> bool:
     """Whether `char` is shown as part of the character before it: an accent, an emoji's skin
     tone, joiner or presentation selector."""
-    return _ATTACHED.match(char) is not None or unicodedata.combining(char) != 0
+    return _patterns().attached.match(char) is not None or unicodedata.combining(char) != 0
 
 
 def alone(char: str) -> bool:
     """Whether `char` is a word of its own (a CJK character, or a symbol that is a word)."""
-    found = _SPLIT.fullmatch(char)
+    found = _patterns().split.fullmatch(char)
     if found is None or found.group(2) is not None:
         return False
     return found.group(1) is not None or _symbol(char)
 
 
-#: A word of a text as the index splits it: a CJK character, a symbol's, or a run of letters
-#: and digits (`[^\W_]`) of no CJK character.
-_TOKEN: Final = re.compile(f"[{CJK}]|[{_SYMBOLS}]|(?:(?![{CJK}])[^\\W_])+")
-
-
 def tokens(text: str) -> list[str]:
     """The words of `text` as the index takes them, each as it is in `text`."""
-    return [t for t in _TOKEN.findall(text) if len(t) > 1 or t.isalnum() or alone(t)]
+    return [t for t in _patterns().token.findall(text) if len(t) > 1 or t.isalnum() or alone(t)]
