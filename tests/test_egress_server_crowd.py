@@ -21,6 +21,10 @@ from typing import Any
 from mcpx_hooks.supervisor.process.egress import CONNECTIONS_MAX
 
 PY = sys.executable
+#: How long the upstream holds its answers at most: under the server's own 30 s for each
+#: request, and far over what its 64 connections take to arrive (10 s was not, on a loaded
+#: CI machine: the upstream let the first go, and a 65th request was served).
+HOLD_S = 25.0
 #: More connections at once than a child may have served.
 MANY = CONNECTIONS_MAX + 6
 
@@ -53,7 +57,7 @@ SERVER = textwrap.dedent(
 @contextlib.contextmanager
 def _holding_upstream(held: int) -> Iterator[int]:
     """A loopback HTTP server that answers no request until `held` of them are open at once
-    (or 10 s have passed); its port."""
+    (or `HOLD_S` have passed); its port."""
     released = threading.Event()
     count = [0]
     lock = threading.Lock()
@@ -64,7 +68,7 @@ def _holding_upstream(held: int) -> Iterator[int]:
                 count[0] += 1
                 if count[0] >= held:
                     released.set()
-            released.wait(10)
+            released.wait(HOLD_S)
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.end_headers()
@@ -116,8 +120,11 @@ def test_a_server_past_the_connection_bound_is_told_to_its_run(readable_tmp: Pat
     frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     result = next(f for f in frames if f["type"] == "result")
     statuses = json.loads(result["value"]["result"])
-    assert statuses.count(200) == CONNECTIONS_MAX
-    assert statuses.count(503) == MANY - CONNECTIONS_MAX
+    # The upstream answers once the bound's 64 have reached it: a request of the burst that
+    # reaches the proxy only after that is served in a freed place (seen once in CI: 65 and
+    # 5). Each one past the bound while the 64 are held is a 503, and at least one is.
+    assert statuses.count(200) + statuses.count(503) == MANY, statuses
+    assert statuses.count(200) >= CONNECTIONS_MAX and statuses.count(503) >= 1, statuses
     egress = [f for f in frames if f["type"] == "egress"]
     assert len(egress) == 1, egress
     assert egress[0] | {"why": ""} == egress[0] | {
