@@ -16,6 +16,7 @@ import trio
 from test_egress_bounds import proxy, read_all
 
 from mcpx_hooks.supervisor.process import egress, egressca
+from mcpx_hooks.supervisor.process.egress import Lease
 
 IDLE_S = egress.http.IDLE_S
 #: Long enough for any answer on loopback (real time); a connection still open past it hangs.
@@ -177,6 +178,21 @@ async def test_1xx_and_head_answers_reach_a_plain_request_whole(
     assert answer.endswith(b"hello" if method == b"GET" else b"\r\n\r\n")
 
 
+async def _in_tunnel(lease: Lease, port: int, up: int, request: bytes) -> bytes:
+    """`request` sent in a tunnel to `localhost:up` whose TLS the proxy terminates (the
+    child trusting the run's CA alone), and the answer read to the connection's end (a
+    ragged one raises BrokenResourceError)."""
+    assert lease.ca is not None
+    trusted = ssl.create_default_context(cadata=lease.ca.pem.decode())
+    with trio.fail_after(WAIT_S):
+        async with await trio.open_tcp_stream("127.0.0.1", port) as plain:
+            await plain.send_all(f"CONNECT localhost:{up} HTTP/1.1\r\n\r\n".encode())
+            assert (await plain.receive_some()).startswith(b"HTTP/1.1 200 ")
+            client = trio.SSLStream(plain, trusted, server_hostname="localhost")
+            await client.send_all(request)
+            return await read_all(client)
+
+
 @pytest.mark.parametrize(("method", "handle", "starts"), CASES)
 async def test_1xx_and_head_answers_reach_a_request_read_in_a_tunnel_whole(
     tmp_path: Path, method: bytes, handle: Handler, starts: bytes
@@ -192,16 +208,8 @@ async def test_1xx_and_head_answers_reach_a_request_read_in_a_tunnel_whole(
     ):
         placeholder = lease.add_secret("TOKEN", "s3cr3t", (f"localhost:{up}",))
         lease.upstream = egressca.upstream_context(str(ca_file))
-        assert lease.ca is not None
-        trusted = ssl.create_default_context(cadata=lease.ca.pem.decode())
-        with trio.fail_after(WAIT_S):
-            async with await trio.open_tcp_stream("127.0.0.1", port) as plain:
-                await plain.send_all(f"CONNECT localhost:{up} HTTP/1.1\r\n\r\n".encode())
-                assert (await plain.receive_some()).startswith(b"HTTP/1.1 200 ")
-                client = trio.SSLStream(plain, trusted, server_hostname="localhost")
-                request = f"{method.decode()} / HTTP/1.1\r\nAuthorization: {placeholder}\r\n\r\n"
-                await client.send_all(request.encode())
-                answer = await read_all(client)  # (a ragged end: BrokenResourceError)
+        request = f"{method.decode()} / HTTP/1.1\r\nAuthorization: {placeholder}\r\n\r\n"
+        answer = await _in_tunnel(lease, port, up, request.encode())
     assert heads[0].startswith(method + b" / HTTP/1.1\r\n")
     assert b"Authorization: s3cr3t\r\n" in heads[0]
     assert answer.startswith(starts)
@@ -226,13 +234,5 @@ async def test_a_body_that_ends_with_the_connection_ends_cleanly_in_a_tunnel(
     ):
         lease.add_secret("TOKEN", "s3cr3t", (f"localhost:{up}",))
         lease.upstream = egressca.upstream_context(str(ca_file))
-        assert lease.ca is not None
-        trusted = ssl.create_default_context(cadata=lease.ca.pem.decode())
-        with trio.fail_after(WAIT_S):
-            async with await trio.open_tcp_stream("127.0.0.1", port) as plain:
-                await plain.send_all(f"CONNECT localhost:{up} HTTP/1.1\r\n\r\n".encode())
-                assert (await plain.receive_some()).startswith(b"HTTP/1.1 200 ")
-                client = trio.SSLStream(plain, trusted, server_hostname="localhost")
-                await client.send_all(b"GET / HTTP/1.1\r\n\r\n")
-                answer = await read_all(client)
+        answer = await _in_tunnel(lease, port, up, b"GET / HTTP/1.1\r\n\r\n")
     assert answer.endswith(b"\r\n\r\nall of it")
