@@ -119,6 +119,12 @@ async def measure(rounds: int, per_round: int, quiet: TextIO) -> dict[str, list[
             "hooked": gateway(config(where, hooked=True)),
             "relay": peer("_relay.py"),
             "sdk proxy": peer("_sdkproxy.py"),
+            "hook relay": StdioServerParameters(
+                command=sys.executable,
+                args=[str(HERE / "_hookrelay.py"), tmp, sys.executable, str(WORDTOOLS)],
+                env=env,
+                cwd=tmp,
+            ),
         }
         async with contextlib.AsyncExitStack() as stack:
             spawner = await stack.enter_async_context(open_spawner())
@@ -161,7 +167,12 @@ def main() -> None:
     print(f"  gateway   words__count through mcpx-hooks mcp:    {p50['gateway']:7.3f} ms")
     print(f"  hooked    the same with one before module hook:   {p50['hooked']:7.3f} ms")
     print(f"  hook      that module hook alone (run_hook):      {p50['hook']:7.3f} ms")
-    for name, what in (("relay", "a byte relay"), ("sdk proxy", "the SDK's own proxy")):
+    peers = (
+        ("relay", "a byte relay"),
+        ("sdk proxy", "the SDK's own proxy"),
+        ("hook relay", "a relay running the hook"),
+    )
+    for name, what in peers:
         print(
             f"  peer      count through {what + ':':26}{p50[name]:7.3f} ms"
             f"  ({p50[name] - p50['direct']:+.3f} ms)"
