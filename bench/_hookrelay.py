@@ -13,6 +13,7 @@ is the gateway's own work around its hook. It ends when its stdin ends.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -30,11 +31,8 @@ async def main(directory: str, argv: list[str]) -> None:
     stdin = trio.lowlevel.FdStream(0)
     stdout = trio.lowlevel.FdStream(1)
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
-        server = await nursery.start(
-            lambda task_status: trio.run_process(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, task_status=task_status
-            )
-        )
+        start = functools.partial(trio.run_process, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        server = await nursery.start(start, argv)
 
         async def back() -> None:
             while data := await server.stdout.receive_some(65536):
