@@ -22,6 +22,7 @@ from console_browser import (
     served,
 )
 
+from mcpx_hooks.supervisor.core.servers import CALL_CANCELLED
 from mcpx_hooks.supervisor.core.shellwords import shell_line
 
 #: The fixtures come from `console_browser`; named here so that pytest finds them.
@@ -383,8 +384,53 @@ def test_a_script_s_five_hundred_tool_calls_fold_into_a_row_that_counts_them(
     ]
     assert got["refusedHook"] is True
     assert got["refusedCall"] == (
-        "words.remove failed \u00b7 7 ms \u00b7 call 300 \u00b7 args abababababab\u2026"
-        "refused by no-removing: removing is not allowedrefused by no-removing"
+        "words.remove refused \u00b7 7 ms \u00b7 call 300 \u00b7 args abababababab\u2026"
+        "Refused by no-removing: removing is not allowed"
     )
     assert got["marked"] is True
     assert got["lines"] == 500
+
+
+#: One call frame of each ending, drawn alone: its badge and the line under it.
+CALL_ENDINGS = """async (frames) => {
+  const { RunView } = await import('/console/run.js');
+  const view = new RunView('no-such-run', { onGone: () => {} });
+  document.body.append(view.root);
+  const at = '2026-01-01T00:00:00Z';
+  view.take({ runId: 'no-such-run', seq: 0, at, type: 'start', argv: ['mcp', 'client'],
+    cwd: '/', sandbox: 'none' });
+  frames.forEach((more, i) => view.take({ runId: 'no-such-run', seq: i + 1, at, type: 'call',
+    id: i + 1, server: 'fs', tool: 'delete_file', argsSha256: 'ab'.repeat(32), durationMs: 3,
+    ...more }));
+  await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const bodies = [...view.timeline.querySelectorAll('.call-body')];
+  const result = bodies.map((b) => ({ badge: b.querySelector('.badge').textContent,
+    said: [...b.querySelectorAll('p:not(.call-line)')].map((p) => p.textContent) }));
+  view.close();
+  view.root.remove();
+  return result;
+}"""
+
+
+def test_a_call_reads_ok_refused_cancelled_or_failed_as_exec_prints_it(
+    page: Page, served: dict[str, Any]
+) -> None:
+    # A call its MCP client cancelled read "failed" (it is not the tool's failure), and a
+    # refused one "failed" too, its hook named twice: "refused by gate: no deleting" then
+    # "refused by gate".
+    sign_in(page, served)
+    got = page.evaluate(
+        CALL_ENDINGS,
+        [
+            {"ok": True},
+            {"ok": False, "error": "refused by gate: no deleting", "refusedBy": "gate"},
+            {"ok": False, "error": CALL_CANCELLED},
+            {"ok": False, "error": "the tool raised: disk full"},
+        ],
+    )
+    assert got == [
+        {"badge": "ok", "said": []},
+        {"badge": "refused", "said": ["Refused by gate: no deleting"]},
+        {"badge": "cancelled", "said": [CALL_CANCELLED]},
+        {"badge": "failed", "said": ["the tool raised: disk full"]},
+    ]

@@ -41,6 +41,7 @@ from ..core.frames import (
 )
 from ..core.points import Phase
 from ..core.records import Record
+from ..core.servers import CALL_CANCELLED
 from .access import console_cookie, header, token_matches
 from .protocolevents import Request, error_body
 from .targets import query_token
@@ -112,7 +113,7 @@ def tables_module() -> bytes:
     output types in the order of the frame types, the envelope's fields, the messages a page
     sends a run (`Control`), the service's own messages (`ServiceMessage`), a hook's statuses
     and phases (`HookStatus`, `Phase`), the event bus's kinds (`EventKind`) and who settles
-    an ask (`AnsweredBy`)."""
+    an ask (`AnsweredBy`), and the `error` of a call its client cancelled (`CALL_CANCELLED`)."""
     tables: dict[str, object] = {
         "FrameType": {t.name: t.value for t in FrameType},
         "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
@@ -123,6 +124,7 @@ def tables_module() -> bytes:
         "Phase": {p.name: p.value for p in Phase},
         "EventKind": {k.name: k.value for k in EventKind},
         "AnsweredBy": {a.name: a.value for a in AnsweredBy},
+        "CALL_CANCELLED": CALL_CANCELLED,
     }
     lines = ["// Made by the server from its tables (service/pages.py, tables_module)."]
     lines += [f"export const {k} = Object.freeze({json.dumps(v)});" for k, v in tables.items()]

@@ -3,7 +3,7 @@
 
 import { overwritten, parse, styleNode } from "./ansi.js";
 import { commandLine, cut, duration, el, lineDiff, shown, size } from "./dom.js";
-import { ENVELOPE_KEYS, FrameType, HookStatus } from "./tables.js";
+import { CALL_CANCELLED, ENVELOPE_KEYS, FrameType, HookStatus } from "./tables.js";
 
 export function outputText(frame) {
   if (frame.type === FrameType.LOG) return `[${frame.level}] ${frame.message}${frame.attrs && Object.keys(frame.attrs).length ? ` ${JSON.stringify(frame.attrs)}` : ""}`;
@@ -41,7 +41,7 @@ export function frameSaid(frame) {
     case FrameType.HOOK:
       return `hook ${frame.name} (${frame.on}.${frame.phase}), ${frame.status}${frame.refused ? ", refused" : ""}${frame.changed ? ", applied" : ""}`;
     case FrameType.CALL:
-      return `call ${frame.server}.${frame.tool}, ${frame.ok ? HookStatus.OK : HookStatus.FAILED}`;
+      return `call ${frame.server}.${frame.tool}, ${callOutcome(frame)}`;
     case FrameType.ASK:
       return `question from ${frame.hook}: ${cut(frame.question, SAID_TEXT)}`;
     case FrameType.ARTIFACT:
@@ -147,9 +147,22 @@ function fields(frame, names) {
   return parts.length ? el("p", { class: "fields" }, parts.join(" · ")) : null;
 }
 
+/** How a call ended, as its badge says it (and `exec` its line): `ok`; `refused` (a hook
+ * refused it: it was never sent); `cancelled` (its MCP client gave it up before its answer:
+ * not a failure of the tool's); else `failed`. */
+function callOutcome(c) {
+  if (c.ok) return HookStatus.OK;
+  if (c.refusedBy) return "refused";
+  return c.error === CALL_CANCELLED ? "cancelled" : HookStatus.FAILED;
+}
+
 /** One of a script's tool calls, in one line as `exec` prints it (`words.count ok · 12 ms`),
- * and why it failed. Its arguments and answer are never in a frame: their hash is. */
+ * and why it failed, or which hook refused it and why. Its arguments and answer are never in
+ * a frame: their hash is. */
 function callBody(c) {
+  const outcome = callOutcome(c);
+  // A refusal's error begins with "refused by HOOK": said once, with the hook's name.
+  const said = c.refusedBy ? `Refused by ${c.refusedBy}: ${String(c.error || "").replace(`refused by ${c.refusedBy}`, "").replace(/^: /, "") || "no reason given"}` : c.error;
   return el(
     "div",
     { class: "call-body" },
@@ -158,13 +171,12 @@ function callBody(c) {
       { class: "call-line" },
       el("strong", { class: "name" }, `${c.server}.${c.tool}`),
       " ",
-      el("span", { class: `badge ${c.ok ? HookStatus.OK : HookStatus.FAILED}` }, c.ok ? HookStatus.OK : HookStatus.FAILED),
+      el("span", { class: `badge ${outcome}` }, outcome),
       c.destructiveHint ? el("span", { class: "badge destructive" }, "destructive") : null,
       ` · ${duration(c.durationMs)} · call ${c.id}`,
       el("span", { class: "hash", title: `SHA-256 of the arguments: ${c.argsSha256}` }, ` · args ${String(c.argsSha256 || "").slice(0, 12)}…`),
     ),
-    c.error ? el("p", { class: "message" }, c.error) : null,
-    fields(c, ["refusedBy"]),
+    said ? el("p", { class: c.refusedBy ? "refusal" : "message" }, said) : null,
     c.note ? el("p", { class: "message" }, `note: ${c.note}`) : null,
   );
 }
