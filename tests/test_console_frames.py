@@ -27,7 +27,7 @@ from mcpx_hooks.supervisor.core.frames import (
     ServiceMessage,
 )
 from mcpx_hooks.supervisor.core.points import Phase
-from mcpx_hooks.supervisor.core.servers import CALL_CANCELLED
+from mcpx_hooks.supervisor.core.servers import CALL_CANCELLED, CALL_SESSION_ENDED
 from mcpx_hooks.supervisor.service import pages
 
 #: The fixtures come from `console_browser`; named here so that pytest finds them.
@@ -62,6 +62,7 @@ def test_the_server_makes_the_consoles_tables_from_its_own() -> None:
         "EventKind": {k.name: k.value for k in EventKind},
         "AnsweredBy": {a.name: a.value for a in AnsweredBy},
         "CALL_CANCELLED": CALL_CANCELLED,
+        "CALL_SESSION_ENDED": CALL_SESSION_ENDED,
     }
 
 

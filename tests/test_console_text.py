@@ -22,7 +22,7 @@ from console_browser import (
     served,
 )
 
-from mcpx_hooks.supervisor.core.servers import CALL_CANCELLED
+from mcpx_hooks.supervisor.core.servers import CALL_CANCELLED, CALL_SESSION_ENDED
 from mcpx_hooks.supervisor.core.shellwords import shell_line
 
 #: The fixtures come from `console_browser`; named here so that pytest finds them.
@@ -425,6 +425,7 @@ def test_a_call_reads_ok_refused_cancelled_or_failed_as_exec_prints_it(
             {"ok": True},
             {"ok": False, "error": "refused by gate: no deleting", "refusedBy": "gate"},
             {"ok": False, "error": CALL_CANCELLED},
+            {"ok": False, "error": CALL_SESSION_ENDED},
             {"ok": False, "error": "the tool raised: disk full"},
         ],
     )
@@ -432,5 +433,6 @@ def test_a_call_reads_ok_refused_cancelled_or_failed_as_exec_prints_it(
         {"badge": "ok", "said": []},
         {"badge": "refused", "said": ["Refused by gate: no deleting"]},
         {"badge": "cancelled", "said": [CALL_CANCELLED]},
+        {"badge": "cancelled", "said": [CALL_SESSION_ENDED]},
         {"badge": "failed", "said": ["the tool raised: disk full"]},
     ]

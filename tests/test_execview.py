@@ -208,6 +208,10 @@ def test_a_session_run_reads_as_a_session_its_cancelled_call_not_as_failed() -> 
     assert view.lines(cancelled) == [
         "call h.wait: CANCELLED by the client before its answer, in 4 ms"
     ]
+    ended = {**cancelled, "error": "the session ended before its answer"}
+    assert view.lines(ended) == [
+        "call h.wait: CANCELLED: the session ended before its answer, in 4 ms"
+    ]
     view.lines({"type": "result", "value": {"calls": 1, "refused": 0, "failed": 0}})
     assert view.lines({"type": "end", "exitCode": None, "durationMs": 1220}) == [
         "end: the session ended, 1220 ms"

@@ -577,3 +577,34 @@ async def test_an_answer_that_comes_as_the_session_ends_is_not_written_a_second_
         {"jsonrpc": "2.0", "id": "late", "error": closed},
         {"jsonrpc": "2.0", "id": "3", "error": closed},
     ]
+
+
+@pytest.mark.parametrize(
+    ("hooks", "hooked"), [([], 0), ([NOTE], 1), ([MAY_ASK], 2)], ids=["relay", "call", "sdk"]
+)
+async def test_a_call_in_flight_when_its_session_ends_has_its_frame_and_is_counted(
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], hooked: int
+) -> None:
+    # The client went (its stdin closed) while a call waited on its server: the call was
+    # given up on the server, and the session's run had no frame of it and did not count it
+    # (`calls: 1` for the client's two), where a call the client cancelled has its frame.
+    where = tmp_path / marker
+    config = write_config(where, marker, hooks, expose=("wait", "echo"))
+    with server_waiting(where) as said, trio.fail_after(60):
+        async with line_client(config) as client:
+            await client.answer(2, "tools/call", {"name": "h__echo", "arguments": {}})
+            wait = {"name": "h__wait", "arguments": {}}
+            await client.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": wait})
+            await trio.lowlevel.wait_readable(said)
+    assert marker.alive() == []
+    frames = session_frames(config)
+    calls = [f for f in frames if f["type"] == "call"]
+    assert [(f["tool"], f["ok"], f.get("error")) for f in calls] == [
+        ("echo", True, None),
+        ("wait", False, "the session ended before its answer"),
+    ]
+    assert isinstance(calls[1]["durationMs"], int)
+    assert [f["type"] for f in frames][-2:] == ["result", "end"]
+    assert frames[-2]["value"] == {"calls": 2, "refused": 0, "failed": 0}
+    # (a `suffix` hook runs for the answered call only; a `before` hook for both)
+    assert len([f for f in frames if f["type"] == "hook"]) == hooked

@@ -303,7 +303,7 @@ def _call_line(frame: Mapping[str, Any]) -> str:
     error says, and then its reason (the error, without the same name again); `destructive`
     where the server's listing said so (a call refused before its server listed its tools
     cannot know, and says nothing of it, as a tool listed without annotations)."""
-    from ..core.servers import CALL_CANCELLED
+    from ..core.servers import CALL_CANCELLED, CALL_SESSION_ENDED
 
     took = f" in {frame['durationMs']} ms"
     error = str(frame.get("error") or "")
@@ -312,6 +312,8 @@ def _call_line(frame: Mapping[str, Any]) -> str:
         outcome = f"ok{took}"
     elif error == CALL_CANCELLED:
         outcome = f"CANCELLED by the client before its answer,{took}"
+    elif error == CALL_SESSION_ENDED:
+        outcome = f"CANCELLED: the session ended before its answer,{took}"
     elif by:
         why = error.removeprefix(f"refused by {by}").removeprefix(": ")
         outcome = f"REFUSED by {bounded(f'{by}: {why}' if why else str(by), after=took)}"

@@ -294,6 +294,7 @@ __all__, __getattr__, __dir__ = exports(
             "BACKOFF_MAX_S",
             "CALL_CANCELLED",
             "CALL_LIMIT_KEYS",
+            "CALL_SESSION_ENDED",
             "CallLimits",
             "MAX_BAD_LINES",
             "NO_CALL_LIMITS",

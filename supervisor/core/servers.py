@@ -305,6 +305,9 @@ def server_secrets(specs: Iterable[ServerSpec], environ: Mapping[str, str]) -> d
 SESSION_ARGV0: Final = "mcp"
 #: The `call` frame's `error` of a call its MCP client cancelled before its answer.
 CALL_CANCELLED: Final = "cancelled by the client before its answer"
+#: The `call` frame's `error` of a call in flight when its MCP session ended (the client went,
+#: or the command was stopped): given up on its server, never answered.
+CALL_SESSION_ENDED: Final = "the session ended before its answer"
 
 #: What a program says (its stderr, a tool's failed answer) when it tried to reach the network
 #: and could not (Node's `fetch` says only "fetch failed").

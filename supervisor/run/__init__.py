@@ -20,6 +20,7 @@ __all__, __getattr__, __dir__ = exports(
         "callpoint": (
             "CALL_PHASES",
             "CANCELLED",
+            "ENDED",
             "Call",
             "CallOutcome",
             "CallPoint",

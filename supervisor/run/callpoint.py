@@ -26,7 +26,7 @@ from ..core.frames import blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.records import Record
-from ..core.servers import CALL_CANCELLED, offline_note, undeclared
+from ..core.servers import CALL_CANCELLED, CALL_SESSION_ENDED, offline_note, undeclared
 from ..core.when import tool_mismatch
 from ..core.whenindex import call_hooks
 from ..process.egresschild import refusal
@@ -93,6 +93,8 @@ class CallOutcome(Record):
 
 #: What a client cancelled, before its answer, ends in (its `call` frame's `error`).
 CANCELLED: Final = CallOutcome(False, error=CALL_CANCELLED, cancelled=True)
+#: What a call in flight when its MCP session ended ends in.
+ENDED: Final = CallOutcome(False, error=CALL_SESSION_ENDED, cancelled=True)
 
 
 def call_frame(
@@ -180,7 +182,7 @@ class CallPoint(Record):
             answer, destructive, state = await self._make(call, sent)
         except trio.Cancelled:
             if call.by_client is not None and call.by_client() and not self.journal.finished:
-                hint = self._known_hint(call.server, call.tool)
+                hint = self.known_hint(call.server, call.tool)
                 self.journal.append(call_frame(call, sent[0], CANCELLED, hint, started))
             raise
         note = self.note(call.server, answer)
@@ -205,7 +207,7 @@ class CallPoint(Record):
         args = facts["args"]
         if state.refused_by is not None:
             answer = CallOutcome(False, error=state.message, refused_by=state.refused_by)
-            destructive = self._known_hint(call.server, call.tool)
+            destructive = self.known_hint(call.server, call.tool)
         elif not isinstance(args, dict):
             why = "a before hook applied arguments that are not an object; the call was not sent"
             answer, destructive = CallOutcome(False, error=why), None
@@ -263,7 +265,7 @@ class CallPoint(Record):
                     blank(EgressFrame, host=host, port=port, server=server, why=why)
                 )
 
-    def _known_hint(self, server: str, tool: str) -> bool | None:
+    def known_hint(self, server: str, tool: str) -> bool | None:
         """The tool's `destructiveHint` if its server has listed it already (a refused call
         starts no server to learn it)."""
         entry = self._entry(server)

@@ -142,14 +142,17 @@ class RawCalls:
         return False
 
     def close(self) -> None:
-        """The session ends: each call in flight is cancelled on its server, and nothing more
-        is answered."""
+        """The session ends: each call in flight is cancelled on its server, its `call` frame
+        saying so (the session's run is closed after this), and nothing more is answered."""
         self._closed = True
         for scope in self._served.values():
             scope.cancel()
         for call in list(self._calls.values()):
-            if self._end(call) and call.entry.raw is not None:
-                call.entry.raw.cancel(call.rid)
+            if self._end(call):
+                if call.entry.raw is not None:
+                    call.entry.raw.cancel(call.rid)
+                hint = destructive_hint(call.entry, call.call.tool)
+                call.session.cancelled(call.call, call.started, hint, ended=True)
 
     def _start(self, line: bytes) -> bool:
         request = plain_call(line)

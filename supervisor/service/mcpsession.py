@@ -33,6 +33,7 @@ from ..run.asking import Asks
 from ..run.callpoint import (
     CALL_PHASES,
     CANCELLED,
+    ENDED,
     Call,
     CallOutcome,
     CallPoint,
@@ -91,6 +92,8 @@ class SessionRun:
         #: (server, tool): whether a `call` hook fires, and whether one may ask.
         self._hooked: dict[tuple[str, str], tuple[bool, bool]] = {}
         self._closed = False
+        #: The client's calls not yet answered, by `id` of their `Call`: (it, when it began).
+        self._open: dict[int, tuple[Call, float]] = {}
         secrets = {**hook_secrets(config.hooks, None, os.environ)}
         secrets.update(server_secrets(config.servers.values(), os.environ))
         self._redacting = runtime.bus.redacting(self.run_id, Redactor(secrets))
@@ -147,16 +150,30 @@ class SessionRun:
         call = Call(
             call_id, server, tool, args, self.client, progress, log, dict(meta or {}), by_client
         )
-        if not self.hooked(server, tool):
-            started = time.perf_counter()
-            try:
-                outcome, frame = await self._point.fire_unhooked(call)
-            except trio.Cancelled:
-                if by_client is not None and by_client():
-                    self.cancelled(call, started)
-                raise
-            self._unhooked(outcome, frame)
-            return outcome
+        key, started = id(call), time.perf_counter()
+        self._open[key] = (call, started)
+        try:
+            if not self.hooked(server, tool):
+                return await self._unhooked_call(call, started)
+            return await self._hooked_call(call, responder)
+        except trio.Cancelled:
+            if by_client is None or not by_client():  # the session is ending
+                self._ended(key)
+            raise
+        finally:
+            self._open.pop(key, None)
+
+    async def _unhooked_call(self, call: Call, started: float) -> CallOutcome:
+        try:
+            outcome, frame = await self._point.fire_unhooked(call)
+        except trio.Cancelled:
+            if call.by_client is not None and call.by_client():
+                self.cancelled(call, started)
+            raise
+        self._unhooked(outcome, frame)
+        return outcome
+
+    async def _hooked_call(self, call: Call, responder: Responder | None) -> CallOutcome:
         async with self._lock:
             try:
                 if responder is None:
@@ -168,7 +185,7 @@ class SessionRun:
                         outcome = await self._point.fire(call)
                         nursery.cancel_scope.cancel()
             except trio.Cancelled:
-                if by_client is not None and by_client():  # (the point wrote its frame)
+                if call.by_client is not None and call.by_client():  # (the point wrote its frame)
                     self.counts.take(CANCELLED)
                 raise
             finally:
@@ -216,17 +233,30 @@ class SessionRun:
         frame = call_frame(call, call.args, outcome, destructive, started, note=note)
         self._unhooked(outcome, frame)
 
-    def cancelled(self, call: Call, started: float, destructive: bool | None = None) -> None:
+    def cancelled(
+        self, call: Call, started: float, destructive: bool | None = None, *, ended: bool = False
+    ) -> None:
         """A call no hook fires for, begun at `started` (`perf_counter`), that the client
-        cancelled before its answer: its `call` frame says so, and it counts among the
-        calls."""
-        if not self._closed:
-            self._unhooked(CANCELLED, call_frame(call, call.args, CANCELLED, destructive, started))
+        cancelled before its answer (or, `ended`, that the session's end cut short): its
+        `call` frame says so, and it counts among the calls."""
+        outcome = ENDED if ended else CANCELLED
+        self._unhooked(outcome, call_frame(call, call.args, outcome, destructive, started))
+
+    def _ended(self, key: int) -> None:
+        """The call `key` (of `_open`), cut short by the session's end before `close`: its
+        frame, if `close` has not written it."""
+        found = self._open.pop(key, None)
+        if found is not None:
+            call, started = found
+            hint = self._point.known_hint(call.server, call.tool)
+            self.cancelled(call, started, hint, ended=True)
 
     def _unhooked(self, outcome: CallOutcome, frame: Frame) -> None:
+        if self._closed:  # (nothing after `end`)
+            return
         if self._lock.locked():  # not inside a hooked call's frames: after them
             self._held.append(frame)
-        elif not self._closed:  # (nothing after `end`)
+        else:
             self.journal.append(frame)
         self.counts.take(outcome)
 
@@ -254,6 +284,11 @@ class SessionRun:
         self._closed = True
         try:
             self._write_held()
+            for call, started in self._open.values():  # the session's end cut them short
+                hint = self._point.known_hint(call.server, call.tool)
+                self.journal.append(call_frame(call, call.args, ENDED, hint, started))
+                self.counts.take(ENDED)
+            self._open.clear()
             counts = self.counts
             value = {"calls": counts.calls, "refused": counts.refused, "failed": counts.failed}
             self.journal.append(blank(ResultFrame, value=value))

@@ -41,7 +41,7 @@ from ..core.frames import (
 )
 from ..core.points import Phase
 from ..core.records import Record
-from ..core.servers import CALL_CANCELLED
+from ..core.servers import CALL_CANCELLED, CALL_SESSION_ENDED
 from .access import console_cookie, header, token_matches
 from .protocolevents import Request, error_body
 from .targets import query_token
@@ -112,8 +112,9 @@ def tables_module() -> bytes:
     (`core/frames.py`), each an exported frozen object: the frame types by member name, the
     output types in the order of the frame types, the envelope's fields, the messages a page
     sends a run (`Control`), the service's own messages (`ServiceMessage`), a hook's statuses
-    and phases (`HookStatus`, `Phase`), the event bus's kinds (`EventKind`) and who settles
-    an ask (`AnsweredBy`), and the `error` of a call its client cancelled (`CALL_CANCELLED`)."""
+    and phases (`HookStatus`, `Phase`), the event bus's kinds (`EventKind`), who settles an
+    ask (`AnsweredBy`), and the `error` of a call its client cancelled or its session's end
+    cut short (`CALL_CANCELLED`, `CALL_SESSION_ENDED`)."""
     tables: dict[str, object] = {
         "FrameType": {t.name: t.value for t in FrameType},
         "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
@@ -125,6 +126,7 @@ def tables_module() -> bytes:
         "EventKind": {k.name: k.value for k in EventKind},
         "AnsweredBy": {a.name: a.value for a in AnsweredBy},
         "CALL_CANCELLED": CALL_CANCELLED,
+        "CALL_SESSION_ENDED": CALL_SESSION_ENDED,
     }
     lines = ["// Made by the server from its tables (service/pages.py, tables_module)."]
     lines += [f"export const {k} = Object.freeze({json.dumps(v)});" for k, v in tables.items()]

@@ -3,7 +3,7 @@
 
 import { overwritten, parse, styleNode } from "./ansi.js";
 import { commandLine, cut, duration, el, lineDiff, shown, size } from "./dom.js";
-import { CALL_CANCELLED, ENVELOPE_KEYS, FrameType, HookStatus } from "./tables.js";
+import { CALL_CANCELLED, CALL_SESSION_ENDED, ENVELOPE_KEYS, FrameType, HookStatus } from "./tables.js";
 
 export function outputText(frame) {
   if (frame.type === FrameType.LOG) return `[${frame.level}] ${frame.message}${frame.attrs && Object.keys(frame.attrs).length ? ` ${JSON.stringify(frame.attrs)}` : ""}`;
@@ -148,12 +148,12 @@ function fields(frame, names) {
 }
 
 /** How a call ended, as its badge says it (and `exec` its line): `ok`; `refused` (a hook
- * refused it: it was never sent); `cancelled` (its MCP client gave it up before its answer:
- * not a failure of the tool's); else `failed`. */
+ * refused it: it was never sent); `cancelled` (its MCP client gave it up before its answer,
+ * or its session ended first: not a failure of the tool's); else `failed`. */
 function callOutcome(c) {
   if (c.ok) return HookStatus.OK;
   if (c.refusedBy) return "refused";
-  return c.error === CALL_CANCELLED ? "cancelled" : HookStatus.FAILED;
+  return c.error === CALL_CANCELLED || c.error === CALL_SESSION_ENDED ? "cancelled" : HookStatus.FAILED;
 }
 
 /** One of a script's tool calls, in one line as `exec` prints it (`words.count ok · 12 ms`),
