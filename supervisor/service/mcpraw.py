@@ -148,9 +148,7 @@ class RawCalls:
         for scope in self._served.values():
             scope.cancel()
         for call in list(self._calls.values()):
-            if self._end(call):
-                if call.entry.raw is not None:
-                    call.entry.raw.cancel(call.rid)
+            if self._end(call, cancel=True):
                 hint = destructive_hint(call.entry, call.call.tool)
                 call.session.cancelled(call.call, call.started, hint, ended=True)
 
@@ -292,9 +290,7 @@ class RawCalls:
         rid = coerce_request_id(rid)
         if (served := self._served.get(rid)) is not None:
             served.cancel()
-        elif (call := self._calls.get(rid)) is not None and self._end(call):
-            if call.entry.raw is not None:
-                call.entry.raw.cancel(call.rid)
+        elif (call := self._calls.get(rid)) is not None and self._end(call, cancel=True):
             hint = destructive_hint(call.entry, call.call.tool)
             call.session.cancelled(call.call, call.started, hint)
         else:
@@ -302,11 +298,14 @@ class RawCalls:
         self._writer.dropped(rid)  # (a cancelled call is never answered)
         return True
 
-    def _end(self, call: RawCall) -> bool:
-        """`call` ends now: False when it had ended already."""
+    def _end(self, call: RawCall, *, cancel: bool = False) -> bool:
+        """`call` ends now (`cancel`: given up, its server told so): False when it had ended
+        already."""
         if self._calls.get(key := coerce_request_id(call.call.id)) is not call:
             return False
         del self._calls[key]
+        if cancel and call.entry.raw is not None:
+            call.entry.raw.cancel(call.rid)
         call.entry.log_hearers.remove(call.log)
         done_using(call.entry)
         return True
@@ -335,9 +334,7 @@ class RawCalls:
             self._wake = trio.Event()
             now = trio.current_time()
             for call in [c for c in self._calls.values() if c.deadline <= now]:
-                if self._end(call):
-                    if call.entry.raw is not None:
-                        call.entry.raw.cancel(call.rid)
+                if self._end(call, cancel=True):
                     why = too_slow(call.spec.call_timeout_ms)
                     await self._finish(call, CallOutcome(False, error=why), None)
 
