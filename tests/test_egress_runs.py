@@ -172,3 +172,29 @@ def test_a_script_that_tries_endless_hosts_gets_a_bounded_number_of_egress_frame
     (warning,) = [f["message"] for f in frames if f["type"] == "warning"]
     assert warning.startswith(f"10 more refusal(s) of hosts past the first {HOSTS_SAID_MAX}")
     assert [f["type"] for f in frames][-2:] == ["warning", "end"]
+
+
+def test_a_secret_named_as_a_refused_host_is_redacted_in_its_egress_frame(
+    readable_tmp: Path,
+) -> None:
+    """A script that asks for a host spelled with its secret (`http://<TOKEN>.example/`, a
+    name sent out as a lookup would send it) is refused, and its egress frame says the host
+    as the request wrote it, where the run's redaction finds the secret: the proxy once wrote
+    it in lower case, which no redaction recognises."""
+    token = "Mixed" + "CaseT0ken" * 3
+    (readable_tmp / "client.py").write_text(CLIENT)
+    (readable_tmp / "c.toml").write_text('[script]\nsandbox = "strict"\n')
+    urls = [f"http://{token}.example.invalid/", f"http://{token}.example.invalid/again"]
+    done = subprocess.run(
+        [PY, "-m", "mcpx_hooks.supervisor", "exec", "--json", "--config", "c.toml",
+         "--secret", "TOK", "--network", "localhost:9", "--",
+         PY, str(readable_tmp / "client.py"), json.dumps(urls), "[]"],
+        check=False, cwd=readable_tmp, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "TOK": token},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    (egress_frame,) = [f for f in frames if f["type"] == "egress"]
+    assert egress_frame["host"] == "[secret TOK].example.invalid"
+    said = (done.stdout + done.stderr).lower()
+    assert token.lower() not in said
