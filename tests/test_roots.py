@@ -205,7 +205,47 @@ def test_a_cwd_is_admitted_only_inside_a_root(tmp_path: Path) -> None:
     try:
         assert is_made and os.listdir(made) == []
     finally:
-        os.rmdir(made)
+        trio.run(roots.remove_made, made)
+
+
+def test_a_made_cwd_a_killed_server_left_is_removed_by_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server killed outright (SIGKILL, the OOM killer) during a run without a cwd left the
+    # directory made for it in the temporary directory, with what the run wrote there, for
+    # good: nothing removed it, a restarted server neither.
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    code = (
+        "import sys, time\n"
+        "from mcpx_hooks.supervisor.service import roots\n"
+        "made, _ = roots.admit_cwd(None, ())\n"
+        "open(made + '/written', 'w').close()\n"
+        "print(made, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    killed = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
+    lives = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
+    try:
+        assert killed.stdout is not None and lives.stdout is not None
+        left = killed.stdout.readline().decode().strip()
+        held = lives.stdout.readline().decode().strip()
+        killed.kill()
+        killed.wait()
+        assert os.path.exists(f"{left}/written")
+        made, _ = roots.admit_cwd(None, ())
+        assert not os.path.exists(left), "the killed server's directory is still there"
+        assert os.path.exists(f"{held}/written"), "a living server's directory was removed"
+        trio.run(roots.remove_made, made)
+    finally:
+        for process in (killed, lives):
+            process.kill()
+            process.wait()
+            assert process.stdout is not None
+            process.stdout.close()
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [os.path.basename(held), f".{os.path.basename(held)}.lock"]
+    )
 
 
 def test_roots_are_validated_with_file_and_pointer(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ __all__, __getattr__, __dir__ = exports(
         "runnerside": ("libc", "runner_path"),
         "programs": ("ProgramHidden", "check_program"),
         "sandbox": ("plan", "real_path", "require", "memory_bound", "under"),
-        "scratch": ("ROOT_ENV", "remove_tree", "scratch_dir"),
+        "scratch": ("ROOT_ENV", "held_dir", "release_held", "remove_tree", "scratch_dir"),
         "signals": ("STOP_SIGNALS", "serve_stop_signals"),
         "spawner": ("Spawner", "WARM_ENV", "open_spawner"),
         "spawnspec": ("ChildSpec", "ModuleCall", "SandboxPlan"),

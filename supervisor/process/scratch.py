@@ -107,6 +107,80 @@ def scratch_dir(prefix: str) -> Iterator[str]:
             remove_tree(path)
 
 
+#: Directories made on disk by `held_dir`, each with the descriptor of its lock file.
+_held_dirs: dict[str, int] = {}
+_LOCK_SUFFIX: Final = ".lock"
+
+
+def held_dir(prefix: str) -> str:
+    """A new empty directory (0700) in the temporary directory, `<prefix><random>`, on disk:
+    for what must not be on the RAM root. Its process removes it (`release_held`); one whose
+    process was killed first is removed, with what is in it, by the next call for the same
+    prefix. A lock file beside it, `.<name>.lock`, is held (`flock`) while its process lives
+    (not the directory itself: what runs in it may lock that); it is made under a name the
+    sweep passes over and renamed once locked, so no sweep ever sees it free."""
+    base = tempfile.gettempdir()
+    sweep_held(base, prefix)
+    name = prefix + secrets.token_hex(6)
+    new = os.path.join(base, f".new-{name}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(new, flags, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        path = os.path.join(base, name)
+        os.mkdir(path, 0o700)
+        os.rename(new, os.path.join(base, f".{name}{_LOCK_SUFFIX}"))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(new)
+        os.close(fd)
+        raise
+    _held_dirs[path] = fd
+    return path
+
+
+def release_held(path: str) -> None:
+    """Removes `path` with everything in it (`remove_tree`), and its lock file when it is a
+    `held_dir` of this process: the directory first, so that no sweep sees it unlocked."""
+    fd = _held_dirs.pop(path, None)
+    remove_tree(path)
+    if fd is not None:
+        base, name = os.path.split(path)
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(base, f".{name}{_LOCK_SUFFIX}"))
+        os.close(fd)
+
+
+def sweep_held(base: str, prefix: str) -> None:
+    """Removes each `held_dir` of this user under `base` whose process is gone (its lock
+    file's lock is free), and that lock file."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            name = entry.name[1 : -len(_LOCK_SUFFIX)]
+            if entry.name.startswith(f".{prefix}") and entry.name.endswith(_LOCK_SUFFIX):
+                _remove_if_dead(entry.path, os.path.join(base, name))
+
+
+def _remove_if_dead(lock: str, path: str) -> None:
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # gone already (another sweep)
+    try:
+        if os.fstat(fd).st_uid != os.getuid():
+            return  # another user's: theirs to sweep
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return  # held: its process lives
+    try:
+        remove_tree(path)
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+    finally:
+        os.close(fd)
+
+
 def remove_tree(path: str) -> None:
     """Removes directory `path` with everything in it, by file descriptor: each directory is
     opened without following a symlink and what is in it is removed relative to that

@@ -6,7 +6,8 @@ roots`. When no layer sets them, the root is the directory `serve` (or a cluster
 started in, unless that is `/`, the operator's home or one of its ancestors, where a
 default would grant the whole home or the whole machine: then there is none. A request
 without `cwd` runs in the first root, or with none, in an empty directory made for it alone
-and removed when the run ends (`RunRequest.cwd_made`, `release_cwd`). `admit_cwd` blocks
+and removed when the run ends (`RunRequest.cwd_made`, `release_cwd`), or, when the server
+was killed first, by the next server (or worker) to make one. `admit_cwd` blocks
 (it reads the filesystem): call it from a thread.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-import tempfile
 from typing import Final
 
 import attrs
@@ -23,7 +23,7 @@ import trio
 
 from ..core.hooks import Config, SourceKind
 from ..core.records import Record
-from ..process import remove_tree
+from ..process import held_dir, release_held
 from ..run.scriptrun import RunRequest
 from .wire import Close, WireError
 
@@ -64,6 +64,9 @@ class Admitter(Record):
 
 
 #: A client's own server (`serve`, `mcp`).
+#: How a working directory made for a request is named in the temporary directory.
+MADE_PREFIX: Final = "mcpx-hooks-run-"
+
 THIS_SERVER: Final = Admitter("this server", "the server's")
 #: What a refusal of this server says about adding a root.
 HOW_TO_ADD: Final = THIS_SERVER.how_to_add()
@@ -114,7 +117,8 @@ def admit_cwd(
             return roots[0], False
         # In the temporary directory, not the scratch root: that is on /dev/shm, whose
         # owner a grant never stands for (`sandbox.mappable`), and a workspace writes here.
-        return tempfile.mkdtemp(prefix="mcpx-hooks-run-"), True
+        # Locked while this process lives: one a killed server left is removed by the next.
+        return held_dir(MADE_PREFIX), True
     real = os.path.realpath(given)
     if not os.path.isdir(real):
         raise WireError(Close.BAD_REQUEST, f"cwd: no such directory on {who.name}: {given}")
@@ -163,7 +167,7 @@ async def remove_made(cwd: str) -> None:
     it made read-only too: `remove_tree`); shielded: it runs where a run ends or a request is
     refused, cancelled or not."""
     with trio.CancelScope(shield=True):
-        await trio.to_thread.run_sync(remove_tree, cwd)
+        await trio.to_thread.run_sync(release_held, cwd)
 
 
 def _within(path: str, root: str) -> bool:
