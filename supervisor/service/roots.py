@@ -63,10 +63,9 @@ class Admitter(Record):
         )
 
 
-#: A client's own server (`serve`, `mcp`).
 #: How a working directory made for a request is named in the temporary directory.
 MADE_PREFIX: Final = "mcpx-hooks-run-"
-
+#: A client's own server (`serve`, `mcp`).
 THIS_SERVER: Final = Admitter("this server", "the server's")
 #: What a refusal of this server says about adding a root.
 HOW_TO_ADD: Final = THIS_SERVER.how_to_add()
