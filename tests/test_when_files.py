@@ -302,7 +302,7 @@ def test_a_shallow_ci_clone_without_the_merge_base_runs_the_hook(repo: Path) -> 
     clone = repo.parent / "ci"
     git(repo.parent, "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{repo}", "ci")
     alone = trio.run(git_changes, str(clone)).how  # no default branch fetched: from HEAD
-    assert "no origin/HEAD, main or master; a shallow clone: fetch the default branch" in alone
+    assert "origin/master, main or master; a shallow clone: fetch the default branch" in alone
     git(clone, "fetch", "-q", "--depth", "1", "origin", "main:refs/remotes/origin/main")
     git(clone, "remote", "set-head", "origin", "main")
     assert ran(clone) == ["py", "src", "always"]
@@ -311,6 +311,28 @@ def test_a_shallow_ci_clone_without_the_merge_base_runs_the_hook(repo: Path) -> 
     assert "HEAD and origin/HEAD have no commit in common in this clone" in changed.how
     assert "a shallow clone" in changed.how
     assert "git fetch --unshallow" in changed.how
+
+
+def test_a_ci_checkout_with_the_remote_s_branches_but_no_origin_head_counts_the_branch(
+    repo: Path,
+) -> None:
+    """A CI job's checkout as GitHub's `actions/checkout` makes one with its whole history
+    (`fetch-depth: 0`): the remote's branches fetched as refs/remotes/origin/*, the branch
+    checked out, and neither `origin/HEAD` nor a local `main`. The base fell back to HEAD,
+    so on a branch that changed a .py file the py hooks were passed over: a check skipped
+    on every pull request. origin/main is now asked before the local branches."""
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "src/app/main.py").write_text("x = 2\n")
+    git(repo, "commit", "-q", "-am", "feature work")
+    git(repo, "checkout", "-q", "main")
+    clone = repo.parent / "ci"
+    clone.mkdir()
+    git(clone, "init", "-q")
+    git(clone, "remote", "add", "origin", f"file://{repo}")
+    git(clone, "fetch", "-q", "origin", "+refs/heads/*:refs/remotes/origin/*")
+    git(clone, "checkout", "-q", "-B", "feature", "refs/remotes/origin/feature")
+    assert ran(clone) == ["py", "src", "always"]
+    assert "against the merge base with origin/main" in trio.run(git_changes, str(clone)).how
 
 
 def test_a_branch_with_no_history_in_common_runs_the_hook(repo: Path) -> None:

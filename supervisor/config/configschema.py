@@ -317,8 +317,8 @@ def build_config_schema() -> dict[str, Any]:
                 {
                     "base": text(
                         "The commit `when.files` compares against: a branch, tag or commit"
-                        " (default: the merge base of HEAD with `origin/HEAD`, else `main`,"
-                        " else `master`, else HEAD itself).",
+                        " (default: the merge base of HEAD with `origin/HEAD`, else"
+                        " `origin/main`, `origin/master`, `main`, `master`, else HEAD itself).",
                         minLength=1,
                     ),
                 },

@@ -7,8 +7,9 @@ runs it in a Trio run of its own):
 
 - the top of the checkout (`rev-parse --show-toplevel`); none (not a checkout, git missing,
   git refusing the directory) → no list, and the hooks with `when.files` run;
-- the base: `[when] base` when set, else the merge base of HEAD with `origin/HEAD`, else with
-  `main`, else with `master`, else HEAD itself (no commit yet: none); the first of those
+- the base: `[when] base` when set, else the merge base of HEAD with the first of
+  `DEFAULT_BRANCHES` there (`origin/HEAD`, `origin/main`, `origin/master`, `main`,
+  `master`), else HEAD itself (no commit yet: none); the first of those
   branches that is there but shares no commit with HEAD in this clone (a shallow clone, an
   unrelated history) → no list: from HEAD the branch's own commits would not count;
 - the union of `diff --name-only BASE` (the working tree against the base: commits since it,
@@ -37,8 +38,10 @@ from ..core.errors import HooksError
 
 #: The longest one git command may take, in seconds.
 GIT_TIMEOUT_S: Final = 30.0
-#: Asked before the local branches: where the remote's default branch points.
-DEFAULT_BRANCHES: Final = ("origin/HEAD", "main", "master")
+#: The default branch, first where the remote's points (`origin/HEAD`, which a clone sets),
+#: then the remote's branches by the usual names (a CI checkout fetches them without setting
+#: `origin/HEAD`: GitHub's `actions/checkout`), then the local ones.
+DEFAULT_BRANCHES: Final = ("origin/HEAD", "origin/main", "origin/master", "main", "master")
 _GIT_FLAGS: Final = ("-c", "core.fsmonitor=false", "-c", "core.quotepath=off")
 _DIFF_FLAGS: Final = ("--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv")
 
@@ -122,7 +125,8 @@ async def _base(top: str, base: str | None) -> tuple[str | None, str]:
         commit = done.stdout.decode().strip()
         return commit, f"against the merge base with {branch} ({commit[:12]})"
     shallow = "; a shallow clone: fetch the default branch" if await _shallow(top) else ""
-    return head, f"against HEAD ({head[:12]}; no origin/HEAD, main or master{shallow})"
+    names = ", ".join(DEFAULT_BRANCHES[:-1]) + f" or {DEFAULT_BRANCHES[-1]}"
+    return head, f"against HEAD ({head[:12]}; no {names}{shallow})"
 
 
 async def _shallow(top: str) -> bool:
