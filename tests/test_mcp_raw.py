@@ -608,3 +608,24 @@ async def test_a_call_in_flight_when_its_session_ends_has_its_frame_and_is_count
     assert frames[-2]["value"] == {"calls": 2, "refused": 0, "failed": 0}
     # (a `suffix` hook runs for the answered call only; a `before` hook for both)
     assert len([f for f in frames if f["type"] == "hook"]) == hooked
+
+
+@pytest.mark.parametrize("hooks", [[], [NOTE]], ids=["relay", "call"])
+async def test_a_server_s_secret_in_its_json_rpc_error_is_not_in_the_message_we_make_of_it(
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "server h answered fail with an error: bad hunter2-…": the message is ours (a tool
+    # result's text is the server's own, and goes as it wrote it), and a secret's value never
+    # appears in an error message the supervisor writes.
+    where = tmp_path / marker
+    config = write_config(where, marker, hooks, expose=("fail",), h_mode="leak")
+    edit_config(config, "h", secrets=["MCPX_TEST_TOKEN"])
+    params = through_mcpx(config)
+    assert params.env is not None
+    params.env["MCPX_TEST_TOKEN"] = "hunter2-is-the-password"
+    async with stdio_session(params, tmp_path / "err") as session:
+        await session.list_tools()  # (its server running: the call may be relayed)
+        result = await session.call_tool("h__fail", {})
+    assert result.is_error
+    assert texts(result) == ["server h answered fail with an error: bad [secret MCPX_TEST_TOKEN]"]
+    assert marker.alive() == []

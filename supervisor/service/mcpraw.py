@@ -21,8 +21,8 @@ is written as the call point writes an unhooked call's; then the answer goes to 
 under its id, as the server wrote it, with the server's progress (its token) and log
 messages before it. A cancellation from the client is carried to the server, and the call is
 never answered (as the SDK's server does): its `call` frame says the client cancelled it.
-Past `callTimeoutMs` the call is cancelled on the server and answered with why; the
-server's stdout ended first, with the reason its life ended.
+Past `callTimeoutMs` it is cancelled on the server and answered with why (the server's stdout
+ended first: with why its life ended; the session ended first: its `call` frame says so).
 
 Any other plain call (a hook fires for it, its server is not running yet, limits) is served
 through the call point (`Gateway.call`) in a task of its own, its progress, log messages and
@@ -142,8 +142,8 @@ class RawCalls:
         return False
 
     def close(self) -> None:
-        """The session ends: each call in flight is cancelled on its server, its `call` frame
-        saying so (the session's run is closed after this), and nothing more is answered."""
+        """The session ends (its run closes next): each call in flight is cancelled on its
+        server, its `call` frame saying so; nothing more is answered."""
         self._closed = True
         for scope in self._served.values():
             scope.cancel()
@@ -299,8 +299,7 @@ class RawCalls:
         return True
 
     def _end(self, call: RawCall, *, cancel: bool = False) -> bool:
-        """`call` ends now (`cancel`: given up, its server told so): False when it had ended
-        already."""
+        """`call` ends now (`cancel`: given up, its server told): False if it had already."""
         if self._calls.get(key := coerce_request_id(call.call.id)) is not call:
             return False
         del self._calls[key]
@@ -361,19 +360,20 @@ class RawCall(Record):
         owner = self.owner
         if not owner._end(self):
             return
-        spec, tool = self.spec, self.call.tool
+        entry, tool = self.entry, self.call.tool
         if isinstance(message, types.JSONRPCError):
-            why = error_answer(spec, tool, message.error.code, message.error.message)
+            why = error_answer(entry, tool, message.error.code, message.error.message)
             await owner._finish(self, CallOutcome(False, error=why), None)
             return
         try:
             result = types.CallToolResult.model_validate(message.result, by_name=False)
         except pydantic.ValidationError as exc:
-            await owner._finish(self, CallOutcome(False, error=not_a_result(spec, tool, exc)), None)
+            why = not_a_result(entry, tool, exc)
+            await owner._finish(self, CallOutcome(False, error=why), None)
             return
         self.entry.failures = 0  # it served: a later failure starts the backoff again
         if not strict_json(result.structured_content):
-            why = f"server {spec.name} answered {tool} with NaN or Infinity"
+            why = f"server {self.spec.name} answered {tool} with NaN or Infinity"
             await owner._finish(self, CallOutcome(False, error=why), None)
             return
         outcome = answer_outcome(result)

@@ -167,10 +167,10 @@ class ServerManager:
             raise
         except MCPError as exc:
             if not connection_closed(exc.error):
-                raise answered(spec, tool, exc.error) from None
+                raise answered(entry, tool, exc.error) from None
             raise ServerFailing(await gone_reason(entry, exc.error.message)) from None
         except Exception as exc:  # the SDK's checks of the answer (its shape, outputSchema)
-            raise ToolFailed(not_a_result(spec, tool, exc)) from None
+            raise ToolFailed(not_a_result(entry, tool, exc)) from None
         finally:
             if log is not None:
                 entry.log_hearers.remove(log)
@@ -258,7 +258,7 @@ async def _call_tool(
 
         raise MCPError(code=types.CONNECTION_CLOSED, message=CLOSED)
     if isinstance(answer, types.JSONRPCError):  # the server's own answer, whatever its code
-        raise answered(entry.spec, tool, answer.error)
+        raise answered(entry, tool, answer.error)
     from .wireresult import WrittenResult
 
     result = WrittenResult.read(answer.result)
@@ -274,29 +274,34 @@ def done_using(entry: ServerEntry) -> None:
     entry.poke()
 
 
-def answered(spec: ServerSpec, tool: str, error: types.ErrorData) -> ToolFailed:
+def answered(entry: ServerEntry, tool: str, error: types.ErrorData) -> ToolFailed:
     """What a call fails with when the server answered it with the JSON-RPC `error` (or
     its answer was too large to read: `AnswerTooLarge`)."""
     from .mcpclient import is_too_large
 
-    why = error_answer(spec, tool, error.code, error.message)
+    why = error_answer(entry, tool, error.code, error.message)
     return AnswerTooLarge(why) if is_too_large(error.code, error.message) else ToolFailed(why)
 
 
-def error_answer(spec: ServerSpec, tool: str, code: int, message: str) -> str:
+def error_answer(entry: ServerEntry, tool: str, code: int, message: str) -> str:
     """What a call of `tool` fails with when the server answered it with a JSON-RPC error
-    (or its answer was too large to read: `mcpclient.too_large`)."""
+    (or its answer was too large to read: `mcpclient.too_large`). The message is ours, the
+    server's words in it: its secrets are redacted from them (a tool result's own text is
+    the server's, and goes as it wrote it)."""
     from .mcpclient import is_too_large
 
+    said = entry.redactor.text(message)
     if is_too_large(code, message):
-        return f"server {spec.name}: {message}"
-    return f"server {spec.name} answered {tool} with an error: {message}"
+        return f"server {entry.spec.name}: {said}"
+    return f"server {entry.spec.name} answered {tool} with an error: {said}"
 
 
-def not_a_result(spec: ServerSpec, tool: str, exc: Exception) -> str:
-    """What a call fails with when the answer is not a tool result (its shape, its schema)."""
+def not_a_result(entry: ServerEntry, tool: str, exc: Exception) -> str:
+    """What a call fails with when the answer is not a tool result (its shape, its schema:
+    a schema's complaint may quote the value, redacted as `error_answer` redacts)."""
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return f"server {spec.name} answered {tool} with what is not a tool result: {first}"
+    said = entry.redactor.text(first)
+    return f"server {entry.spec.name} answered {tool} with what is not a tool result: {said}"
 
 
 def strict_json(value: Any) -> bool:

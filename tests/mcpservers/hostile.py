@@ -320,6 +320,10 @@ def main() -> None:
                 continue
             if mode == "leak":
                 token = os.environ.get("MCPX_TEST_TOKEN", "")
+                if params.get("name") == "fail":  # a JSON-RPC error holding its secret
+                    error = {"code": -32000, "message": f"bad {token}"}
+                    send({"jsonrpc": "2.0", "id": rid, "error": error})
+                    continue
                 sys.stderr.write(f"token {token}\n")
                 result = {"content": [{"type": "text", "text": f"no: {token}"}], "isError": True}
                 send({"jsonrpc": "2.0", "id": rid, "result": result})
