@@ -74,20 +74,30 @@ def sweep(root: str) -> None:
                 _remove_if_free(entry.path)
 
 
-def _remove_if_free(path: str) -> None:
+def _free(path: str, flags: int, *, mine: bool = False) -> int | None:
+    """An fd of `path` with its lock now held by this process; None when `path` is gone
+    (another sweep), not what `flags` open, locked (its process lives), or (`mine`) owned
+    by another user (theirs to sweep)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return  # gone already (another sweep), or not a directory
+        return None
     try:
+        if mine and os.fstat(fd).st_uid != os.getuid():
+            raise PermissionError(path)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        return  # held: its process lives
-    try:
-        remove_tree(path)
-    finally:
-        os.close(fd)
+        return None
+    return fd
+
+
+def _remove_if_free(path: str) -> None:
+    if (fd := _free(path, os.O_RDONLY | os.O_DIRECTORY)) is not None:
+        try:
+            remove_tree(path)
+        finally:
+            os.close(fd)
 
 
 @contextlib.contextmanager
@@ -162,23 +172,13 @@ def sweep_held(base: str, prefix: str) -> None:
 
 
 def _remove_if_dead(lock: str, path: str) -> None:
-    try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return  # gone already (another sweep)
-    try:
-        if os.fstat(fd).st_uid != os.getuid():
-            return  # another user's: theirs to sweep
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return  # held: its process lives
-    try:
-        remove_tree(path)
-        with contextlib.suppress(OSError):
-            os.unlink(lock)
-    finally:
-        os.close(fd)
+    if (fd := _free(lock, os.O_RDONLY, mine=True)) is not None:
+        try:
+            remove_tree(path)
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
+        finally:
+            os.close(fd)
 
 
 def remove_tree(path: str) -> None:
