@@ -17,7 +17,7 @@ child's cgroup. Its OOM notifications (`cgroup.event_control` on `memory.oom_con
 spawner, which kills the whole tree; the exit report says it went over (`oom_kill` counted,
 or a notification seen). The cgroup is removed once the tree is reaped (and the thread that
 started it gone). A spawner that died leaves its cgroups; the next one to start removes those
-of spawners no longer running.
+of spawners no longer running, beside it and in its sibling cgroups that nothing runs in.
 
 **Elsewhere** (no v1 memory controller this process may make cgroups in: an ordinary user,
 a container): each process gets `RLIMIT_AS` (the supervisor plans it), the scratch tmpfs is
@@ -131,13 +131,44 @@ class Hierarchy:
 
     def remove_stale(self) -> None:
         """Removes the cgroups of spawners that are no longer running (killed before they
-        could remove theirs); an empty one only (one that holds a task stays)."""
-        with contextlib.suppress(OSError):
-            for name in os.listdir(self.base):
-                owner = name[len(PREFIX) :].split("-")[0]
-                dead = owner.isascii() and owner.isdigit() and not os.path.exists(f"/proc/{owner}")
-                if name.startswith(PREFIX) and dead:
-                    _rmdir(f"{self.base}/{name}")
+        could remove theirs): those beside this one, and those a spawner started from a
+        sibling cgroup made there (a supervisor started from another job, session or
+        service of the same parent). An empty one only: the kernel refuses to remove one
+        that holds a task. (Whether a sibling still runs something cannot be told from
+        here: this spawner's PID namespace sees no other process in its `cgroup.procs`.)"""
+        parent = os.path.dirname(self.base)
+        places = [self.base]
+        if os.path.exists(f"{parent}/tasks"):  # (the hierarchy's root is not left)
+            with contextlib.suppress(OSError):
+                places += [e.path for e in os.scandir(parent) if e.is_dir() and e.path != self.base]
+        for where in places:
+            for name in _dead_spawners(where):
+                _rmdir(f"{where}/{name}")
+
+
+def _dead_spawners(base: str) -> list[str]:
+    """The cgroups in `base` made by a spawner (`mcpx-<pid>-<n>`) no longer running."""
+    found = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir(base):
+            owner = name[len(PREFIX) :].split("-")[0]
+            ours = name.startswith(PREFIX) and owner.isascii() and owner.isdigit()
+            if ours and not _running(owner):
+                found.append(name)
+    return found
+
+
+def _running(pid: str) -> bool:
+    """Whether process `pid` runs (a zombie does not: a killed spawner waits as one until
+    whoever inherited it reaps it, which an init that is not one may do late)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[:1]
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return state not in ([b"Z"], [b"X"])
 
 
 def _rmdir(path: str, dir_fd: int | None = None) -> bool:

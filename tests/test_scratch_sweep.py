@@ -104,3 +104,21 @@ def test_a_killed_exec_s_scratch_is_swept_by_the_next(tmp_path: Path, marker: Ma
         assert (alive / "run-0").is_dir() and (root / "hook-0123").is_dir()
     finally:
         os.close(held)
+
+
+def test_an_exec_that_ends_leaves_no_directory_of_its_own(tmp_path: Path) -> None:
+    """Its scratch directories are gone when its runs end, and its own directory with it at
+    its end: not left in the RAM root until the next process sweeps it."""
+    base = tmp_path / "shm"
+    base.mkdir()
+    done = subprocess.run(
+        [*CLI, "exec", "--sandbox", "none", "--", "sh", "-c", 'test -d "$TMPDIR"'],
+        cwd=tmp_path,
+        env=_env(base),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(base / f"mcpx-hooks-{os.getuid()}")) == []

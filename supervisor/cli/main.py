@@ -186,6 +186,9 @@ def entry() -> None:
             _output_unwritable(None, exc)
             code = code or EXIT_FAILED
     codecache.save()
+    from ..process import leave_scratch  # (`os._exit` runs no `atexit`)
+
+    leave_scratch()
     os._exit(code)
 
 

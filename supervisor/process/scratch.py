@@ -10,11 +10,13 @@ scratch directories in one directory of its own under the root, `owner-<pid>-<ra
 which it holds a lock (`flock`) for as long as it lives: the kernel lets the lock go when
 the process ends, however it ends. The first scratch directory a process makes sweeps the
 root: each owner directory whose lock it can take belongs to a process that is gone, and is
-removed with everything in it. One a process holds is never touched, whatever its pid.
+removed with everything in it. One a process holds is never touched, whatever its pid. A
+process that ends (not killed) removes its own, once its runs left it empty.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import functools
@@ -63,7 +65,25 @@ def owner_dir() -> str:
     _held.append(fd)
     path = os.path.join(root, f"{OWNER_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
     os.rename(made, path)
+    _owned.append(path)
+    atexit.register(leave_scratch)
     return path
+
+
+#: This process's owner directory, once made (`owner_dir`), until it leaves (`leave_scratch`).
+_owned: list[str] = []
+
+
+def leave_scratch() -> None:
+    """At this process's end (one that ends, not one killed; `os._exit` skips `atexit`: the
+    command line calls it before): its directory goes, when its runs left it empty (else
+    the next sweep removes it), then its lock."""
+    while _owned:
+        with contextlib.suppress(OSError):
+            os.rmdir(_owned.pop())
+    while _held:
+        with contextlib.suppress(OSError):
+            os.close(_held.pop())
 
 
 def sweep(root: str) -> None:
