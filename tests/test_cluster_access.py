@@ -339,3 +339,32 @@ def test_a_tls_nats_server_is_reached_with_its_ca_and_refused_without(tmp_path: 
         assert [f["text"] for f in ran.frames if f["type"] == "stdout"] == ["over tls"]
     finally:
         parts.stop()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (f'user = "u"\n"{SECRET}" = "p"\n', "unknown key of 30 characters (not shown"),
+        (f'user = "u"\npassword = "p"\n[{SECRET}]\n', "unknown key of 30 characters (not shown"),
+        (f"[{SECRET}]\n[{SECRET}]\n", "a key or table declared twice (at line 2, column"),
+        (f"{SECRET} = [1]\n[[{SECRET}]]\n", "a value extended that cannot be (an array"),
+        (f'user = "u"\npassword = {{ {SECRET} = 1, {SECRET} = 2 }}\n', "declared twice"),
+        ('pasword = "p"\nuser = "u"\n', "unknown key 'pasword'"),
+        ('user = "u"\npassword = p4ss\n', "is not TOML: Invalid value (at line 2, column 12)"),
+    ],
+    ids=["key", "table", "twice", "redefined", "inline-twice", "a-typo-is-shown", "not-toml"],
+)
+def test_an_auth_file_refused_never_shows_what_may_be_the_secret(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    """A key written in an auth file is said in its refusal only when it reads as a name:
+    the file holds a password or token, and a line of it pasted where a key goes (or the
+    secret written as a table's name) must not reach the terminal or a log."""
+    auth = write_private(tmp_path / "auth.toml", text)
+    key = write_private(tmp_path / "k", "ab" * 32)
+    flags = ["--nats-auth-file", str(auth), "--cluster-key-file", str(key)]
+    for part in (["worker"], ["serve", "--no-auth", "--port", "0"]):
+        done = cli(*part, "--cluster", "nats://127.0.0.1:1", *flags, cwd=tmp_path)
+        assert done.returncode == 2, done
+        assert says in done.stderr, done.stderr
+        assert SECRET not in done.stderr and "Traceback" not in done.stderr

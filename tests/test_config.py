@@ -1313,6 +1313,31 @@ def test_a_secret_named_by_a_glob_is_refused_where_it_is_written(
     load(tmp_path, write(tmp_path / "ok.toml", fixed))  # (passEnv takes the glob)
 
 
+@pytest.mark.parametrize(
+    "where",
+    ['[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\n', "[script]\n"],
+    ids=["hook", "script"],
+)
+def test_secrets_written_as_a_string_is_refused_without_repeating_a_pasted_key(
+    tmp_path: Path, where: str
+) -> None:
+    # `secrets = "ghp_…"` (the token itself, not in a list) was quoted twice in the refusal,
+    # on stderr and in a per-call hook's 4400: a value that may be the secret is said by
+    # its length; a variable's name or a glob of names, as written.
+    token = "ghp_" + "S3cretValue4242" * 3
+    problem = one_problem(tmp_path, f'{where}secrets = "{token}"\n')
+    assert token not in problem.message and token.lower() not in problem.message.lower()
+    assert problem.message == (
+        f"expected an array, found a string of {len(token)} characters (not shown: it may be"
+        ' the secret itself); a list of one is written ["NAME"]'
+    )
+    for name in ("GITHUB_TOKEN", "TOKEN_*"):
+        problem = one_problem(tmp_path, f'{where}secrets = "{name}"\n')
+        assert problem.message == (
+            f'expected an array, found the string "{name}"; a list of one is written ["{name}"]'
+        )
+
+
 def test_empty_env_name_is_refused(tmp_path: Path) -> None:
     problem = one_problem(tmp_path, hook_toml() + 'env = { "" = "x" }\n')
     assert (problem.pointer, problem.message) == (

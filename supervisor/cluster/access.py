@@ -11,6 +11,7 @@ options, and `sealing.py` uses the key.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Final
 import attrs
 
 from ..core.errors import HooksError
+from ..core.passenv import looks_like_key
 from ..core.records import Record
 
 #: The cluster key's least length, in bytes (written as twice as many hex digits).
@@ -94,11 +96,11 @@ def read_auth_file(path: Path) -> NatsAccess:
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise AccessError(f"{flag}: {path} is not TOML: {exc}") from None
+        raise AccessError(f"{flag}: {path} is not TOML: {_toml_problem(str(exc))}") from None
     expected = 'user = "NAME" and password = "…", or token = "…"'
     unknown = sorted(set(table) - {"user", "password", "token"})
     if unknown:
-        raise AccessError(f"{flag}: {path}: unknown key {unknown[0]!r}; expected {expected}")
+        raise AccessError(f"{flag}: {path}: {_unknown_key(unknown[0])}; expected {expected}")
     if not all(isinstance(v, str) and v for v in table.values()):
         raise AccessError(f"{flag}: {path}: every value must be a non-empty string")
     if set(table) == {"user", "password"}:
@@ -106,6 +108,37 @@ def read_auth_file(path: Path) -> NatsAccess:
     if set(table) == {"token"}:
         return NatsAccess(token=table["token"])
     raise AccessError(f"{flag}: {path}: expected {expected}")
+
+
+#: A key of an auth file said as written: a word, as `pasword` (a typo) or
+#: `MCPX_WORKER_PASSWORD` are; one with a digit or a `-` may be a password or token.
+_KEY_NAME: Final = re.compile(r"[A-Za-z_]{1,32}")
+#: tomllib's messages that quote a key of the file, each as said without it.
+_NAMING_A_KEY: Final = (
+    ("Cannot declare ", "a key or table declared twice"),
+    ("Duplicate inline table key ", "a key declared twice in an inline table"),
+    ("Cannot mutate immutable namespace ", "a value extended that cannot be (an array, a table)"),
+    ("Cannot redefine namespace ", "a table declared again"),
+)
+
+
+def _unknown_key(key: str) -> str:
+    """An unknown key of an auth file, as its refusal says it: quoted when it reads as a
+    name, else by its length only. The file holds a password or token, and what stands
+    where a key goes may be that secret itself, pasted there."""
+    if _KEY_NAME.fullmatch(key) and not looks_like_key(key):
+        return f"unknown key {key!r}"
+    return f"unknown key of {len(key)} characters (not shown: is it the secret itself?)"
+
+
+def _toml_problem(said: str) -> str:
+    """tomllib's message for an auth file that does not parse, without any key it quotes
+    (for `_unknown_key`'s reason): its words then, and where, `(at line 2, column 3)`."""
+    for start, instead in _NAMING_A_KEY:
+        if said.startswith(start):
+            where = said.rfind(" (at ")
+            return instead + (said[where:] if where != -1 else "")
+    return said
 
 
 def check_creds_file(path: Path) -> str:

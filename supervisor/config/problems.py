@@ -3,8 +3,7 @@ what was found, at an RFC 6901 JSON pointer; an unknown key at its own pointer, 
 mean" (or, for another hook system's word, what it is here: `foreign`); a hook's action rule in
 one sentence, never a dump of `oneOf` branches; a failed `pattern` in words, never the regex.
 Everything returned can be printed: a lone surrogate or a NUL taken from the input is written
-as its `\\uXXXX` escape.
-"""
+as its `\\uXXXX` escape."""
 
 from __future__ import annotations
 
@@ -354,14 +353,15 @@ def _type_message(key: str | None, expected: str | list[str], found: Any, *, arg
             f"expected an argv array of strings, found {describe(found)}: {key} takes an argv"
             f" array, never a shell string; to use a shell write {shell}"
         )
-    words = " or ".join(_TYPE_WORDS.get(n, n) for n in names)
-    if argv:
-        words = "an argv array of strings"
-    message = f"expected {words}, found {describe(found)}"
+    words = (
+        "an argv array of strings" if argv else " or ".join(_TYPE_WORDS.get(n, n) for n in names)
+    )
+    said = key == "secrets" and isinstance(found, str) and unshown(found)  # (a pasted key?)
+    message = f"expected {words}, found {said or describe(found)}"
     if key == "hooks" and isinstance(found, dict):
         message += " (in TOML, write each hook as [[hooks]], with double brackets)"
     elif names == ["array"] and isinstance(found, str):  # (`when.tool = "x"`, `passEnv = "X"`)
-        message += f"; a list of one is written [{quote(found)}]"
+        message += f"; a list of one is written [{quote('NAME' if said else found)}]"
     return message
 
 

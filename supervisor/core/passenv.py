@@ -113,8 +113,9 @@ def _name_glob(given: str) -> bool:
 def unshown(given: str) -> str:
     """What is written where a secret's name goes, refused, in words that do not repeat it:
     it may be the secret itself, pasted (a config problem's "found …"); "" for a glob of
-    names (`TOKEN_*`, copied from `passEnv`), which the caller quotes as written."""
-    if _name_glob(given):
+    names (`TOKEN_*`, copied from `passEnv`) or a variable's name (`secrets = "GITHUB_TOKEN"`,
+    not in a list), which the caller quotes as written."""
+    if _name_glob(given) or shown_name(given) == given:
         return ""
     return f"a string of {len(given)} characters (not shown: it may be the secret itself)"
 
