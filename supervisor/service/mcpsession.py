@@ -146,7 +146,8 @@ class SessionRun:
         messages to `log`, its hooks' questions to `responder`; `meta`, the client's own
         keys of its request's `_meta`, goes on to the server with it. Cancelled, and
         `by_client` saying the client cancelled it, it has a `call` frame saying so (before
-        its answer), and counts among the calls."""
+        its answer), and counts among the calls; cut short by the session's end, the same
+        (`_ended`, or `close` for one still open then)."""
         call = Call(
             call_id, server, tool, args, self.client, progress, log, dict(meta or {}), by_client
         )
