@@ -143,7 +143,10 @@ BOOKKEEPING = """async () => {
     running.askedAgo('2026-01-01T00:00:00Z', t0 + 7000), running.askedAgo('nonsense')];
   const marked = search.marked('a <b>Needle</b> 🚀 and needle-42',
     [[5, 11], [16, 17], [3, 4], [22, 28], [29, 99], 'x']);
-  return {first, second, third, heard: heard.length, said,
+  const line = {from: 10, to: 14, piece: 2, pieces: 5};
+  const pieces = [search.pieceSaid({type: 'stdout', line}), search.pieceSaid({type: 'stdout'}),
+    search.pieceSaid({type: 'stdout', line: {...line, to: '14'}})];
+  return {first, second, third, heard: heard.length, said, pieces,
     marked: marked.map((n) => typeof n === 'string' ? n : `[${n.textContent}]`),
     link: search.searchLink('a b', 'r1')};
 }"""
@@ -169,6 +172,13 @@ def test_the_page_s_bookkeeping_of_running_hooks_and_search_words(
     ]
     assert got["marked"] == ["a <b>", "[Needle]", "</b> ", "[🚀]", " and ", "[needle]", "-42"]
     assert got["link"] == "#/search?q=a+b&run=r1"
+    # A match in a piece of a line over 64 KiB says which frames hold the line, as `runs search`
+    # does (the page said nothing of it); a match in a whole line, or a malformed `line`, nothing.
+    assert got["pieces"] == [
+        "piece 2 of 5 of a line too long for one frame: the stdout frames 10 to 14 joined",
+        None,
+        None,
+    ]
 
 
 #: Colours as a build tool prints them; the first colour is set in one line (one frame) and

@@ -60,8 +60,17 @@ function match(m) {
       { href: runLink(m.runId, m.seq) },
       el("span", { class: "match-where" }, el("code", {}, m.runId), ` #${m.seq} `, el("span", { class: "type" }, m.type)),
       el("span", { class: "snippet" }, ...marked(m.snippet ?? "", m.marks)),
+      pieceSaid(m) ? el("span", { class: "piece" }, ` [${pieceSaid(m)}]`) : null,
     ),
   );
+}
+
+/** What a match in a piece of a line too long for one frame adds, as `runs search` says it:
+ * which piece, and the frames that hold the whole line; null for any other match. */
+export function pieceSaid(m) {
+  const line = m && m.line;
+  const whole = line && ["from", "to", "piece", "pieces"].every((k) => Number.isInteger(line[k]));
+  return whole ? `piece ${line.piece} of ${line.pieces} of a line too long for one frame: the ${m.type} frames ${line.from} to ${line.to} joined` : null;
 }
 
 /** The snippet with each of its `marks` (`[start, end]`, in characters: code points) in a
