@@ -74,7 +74,7 @@ def test_schema_errors_name_the_first_place_exactly() -> None:
     with pytest.raises(InvalidOutput) as info:
         read_output(b'{"run": {"argv": []}, "ask": {"question": "q", "deadlineMs": true}}')
     assert str(info.value) == (
-        "output does not match hook-output schema at /ask/deadlineMs: expected an integer,"
+        "stdout does not match hook-output schema at /ask/deadlineMs: expected an integer,"
         " found the boolean true"
     )
 
@@ -113,7 +113,7 @@ def test_schema_errors_name_the_first_place_exactly() -> None:
 def test_an_answer_of_the_wrong_shape_is_said_in_words(stdout: bytes, message: str) -> None:
     with pytest.raises(InvalidOutput) as info:
         read_output(stdout)
-    assert str(info.value) == f"output does not match hook-output schema {message}"
+    assert str(info.value) == f"stdout does not match hook-output schema {message}"
 
 
 def test_keys_above_the_effect_are_dropped_and_named() -> None:

@@ -299,7 +299,7 @@ def _stopped(content: str) -> bytes:
             Reply(raw=_stopped('{"advise": "sk-secret-body')),
             "invalid-output",
             "the model stopped at maxTokens (1024, of model default) before its answer's end;"
-            " raise it, or ask for a shorter answer: stdout starts like JSON but is not",
+            " raise it, or ask for a shorter answer: the model's answer starts like JSON but",
         ),
         (
             Reply("slow down", status=429, headers={"retry-after": "20"}),
@@ -308,9 +308,17 @@ def _stopped(content: str) -> bytes:
         ),
         (Reply(raw=b"<html>sk-secret-body</html>"), "failed", "the reply is not JSON"),
         (Reply(raw=b'{"choices": []}'), "failed", "no choices[0].message.content"),
-        (Reply('{"advise": sk-secret-body'), "invalid-output", "not one JSON object"),
+        (
+            Reply('{"advise": sk-secret-body'),
+            "invalid-output",
+            "the model's answer starts like JSON but is not one JSON object",
+        ),
         (Reply('["advise"]'), "invalid-output", "not a JSON object"),
-        (Reply('{"advise": 5}'), "invalid-output", "hook-output schema"),
+        (
+            Reply('{"advise": 5}'),
+            "invalid-output",
+            "the model's answer does not match hook-output schema",
+        ),
         (
             Reply(raw=gzip.compress(b" " * (1 << 20)), headers={"content-encoding": "gzip"}),
             "failed",

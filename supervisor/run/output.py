@@ -27,13 +27,13 @@ class InvalidOutput(HooksError, ValueError):
     """The hook's stdout is not nothing, not plain text and not one valid JSON object."""
 
 
-def read_output(stdout: bytes) -> dict[str, Any] | None:
+def read_output(stdout: bytes, *, source: str = "stdout") -> dict[str, Any] | None:
     """The hook's answer as a JSON object, or None when it printed nothing (no opinion).
 
     A UTF-8 BOM and surrounding whitespace are tolerated. Text whose first character is
     neither `{` nor `[` is advice: `{"advise": "<the text>"}`, stripped. Otherwise the whole
     of stdout must be one JSON object valid against the schema. Raises `InvalidOutput`
-    naming why.
+    naming why, and what was read by `source` (a prompt hook's: "the model's answer").
     """
     text = stdout.removeprefix(_BOM)
     if not text.strip():
@@ -43,16 +43,16 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
     except UnicodeDecodeError as exc:
         from ..config.files import not_utf8
 
-        raise InvalidOutput(f"stdout is {not_utf8(exc)}") from exc
+        raise InvalidOutput(f"{source} is {not_utf8(exc)}") from exc
     stripped = decoded.strip()
     if not stripped.startswith(JSON_STARTS):
         return {TEXT_KEY: stripped}
     try:
         obj = loads(decoded)
     except JsonError as exc:
-        raise InvalidOutput(f"stdout starts like JSON but is not one JSON object: {exc}") from exc
+        raise InvalidOutput(f"{source} starts like JSON but is not one JSON object: {exc}") from exc
     if not isinstance(obj, dict):
-        raise InvalidOutput(f"stdout is JSON but not an object: found {_json_type(obj)}")
+        raise InvalidOutput(f"{source} is JSON but not an object: found {_json_type(obj)}")
     # Here, not at the top: a run with no hook printing JSON loads no schema.
     from ..config.schemas import quick_check, validator
 
@@ -63,7 +63,7 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
         from ..config.problems import in_words
 
         where, said = in_words(errors[0])  # (not jsonschema's `True is not of type 'integer'`)
-        raise InvalidOutput(f"output does not match hook-output schema at {where or '/'}: {said}")
+        raise InvalidOutput(f"{source} does not match hook-output schema at {where or '/'}: {said}")
     return obj
 
 

@@ -227,7 +227,7 @@ def read_answer(text: bytes) -> dict[str, Any]:
     if not text.removeprefix(b"\xef\xbb\xbf").strip().startswith(b"{"):
         what = "nothing" if not text.strip() else "text that is not a JSON object"
         raise InvalidOutput(f"the model answered {what}; it was asked for one JSON object")
-    obj = read_output(text)
+    obj = read_output(text, source="the model's answer")
     assert obj is not None
     return obj
 
