@@ -94,6 +94,9 @@ def servers(manager: ServerManager, log: Path, marker: Marker) -> ToolServers:
                 sandbox=Profile.NONE,
             ),
             "sdk": ServerSpec("sdk", (sys.executable, SDKTOOLS), str(HERE), sandbox=Profile.NONE),
+            "mute": ServerSpec(
+                "mute", (sys.executable, HOSTILE, "mute"), str(HERE), sandbox=Profile.NONE
+            ),
             "words": ServerSpec(
                 "words", (sys.executable, "wordtools.py"), EXAMPLES, sandbox=Profile.NONE
             ),
@@ -176,6 +179,19 @@ async def test_timeout_ms_cuts_the_call_short_and_cancels_it_on_the_server(
     await run_plugin(manager, tmp_path, marker, plugin("h.echo", {}))  # after the cancel line
     said = [line.split()[0] for line in (tmp_path / "l").read_text().splitlines()]
     assert said == ["start", "waiting", "cancelled"]
+
+
+async def test_a_timeout_while_the_server_still_starts_says_so_not_that_the_tool_hung(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    # A server that never answers `initialize`, within its startTimeoutMs (10 s): the hook's
+    # 400 ms pass first, and the tool was never asked, so nothing was cancelled on it.
+    report = await run_plugin(manager, tmp_path, marker, plugin("mute.echo", {}, timeout_ms=400))
+    assert report.frame.status == HookStatus.TIMEOUT
+    assert report.frame.reason == (
+        "timed out after 400 ms while server mute was still starting (its startTimeoutMs is"
+        " 10000 ms); the tool was not called"
+    )
 
 
 #: Long enough that a hook ended "at the timeout" cannot pass for one ended at once.

@@ -270,6 +270,22 @@ async def test_an_ask_answered_before_its_deadline_is_settled_when_answered(
     assert journal.frames[-1]["asked"]["by"] == "client"
 
 
+async def test_a_plugin_hook_cut_short_by_the_runs_cancellation_names_no_process_tree(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A plugin hook has no process of its own: its frame does not say a tree was killed.
+    journal = RunJournal("r1")
+    hooks = phase_hooks(journal, plugin(timeout_ms=60_000))
+    run = RunState(HookContext(RUN, servers=tool_servers(SlowServer(delay_s=3600))))
+    with trio.move_on_after(1.0):
+        await hooks.phase(Phase.BEFORE, run)
+    (frame,) = journal.frames
+    assert (frame["status"], frame["reason"]) == (
+        "killed",
+        "the run was cancelled while the hook ran",
+    )
+
+
 # ---- the observers: [observe] drainMs ----------------------------------------------------------
 
 

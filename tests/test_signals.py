@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 
 import pytest
 import trio
@@ -114,3 +118,31 @@ async def test_with_on_more_it_goes_on_hearing_past_the_second() -> None:
             assert stop.cancel_called
             nursery.cancel_scope.cancel()
     assert calls == ["first", "second", "more", "more"]
+
+
+def test_sigterm_before_exec_runs_anything_exits_130_not_by_the_signal(tmp_path: Path) -> None:
+    # A CI runner's SIGTERM in exec's first moments, before the run takes SIGTERM (here: while
+    # it reads --files-from - on stdin, which it does before starting the run): 130, as
+    # documented, and nothing run, rather than a death by the signal (143 to a shell).
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    argv = [sys.executable, "-m", "mcpx_hooks.supervisor", "exec", "--json", "--files-from"]
+    proc = subprocess.Popen(
+        [*argv, "-", "--", "true"],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    syscall = Path(f"/proc/{proc.pid}/syscall")
+    for _ in range(3000):  # until its main thread waits in read(0, …): 30 s at most
+        if syscall.read_text().startswith("0 0x0 "):
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("exec never waited on its stdin")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert out == b""

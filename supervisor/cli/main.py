@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import signal
 import sys
 
 from ..config import codecache
@@ -168,6 +169,10 @@ def entry() -> None:
     attrs writes for each class are compiled once and kept (`config/codecache.py`): found
     there from the next start on, and what this one compiled kept once its output is out.
     """
+    # SIGTERM before a command takes it (`process/signals.py`, which gives it back after):
+    # exec's first second, loading its config, ran nothing yet, and died of the signal
+    # (143 to a shell) where 130 is the exit code SIGTERM is documented to give.
+    signal.signal(signal.SIGTERM, _terminated)
     quiet_start()
     codecache.install(os.environ)
     try:
@@ -190,6 +195,12 @@ def entry() -> None:
 
     leave_scratch()
     os._exit(code)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM where no command takes it: out at once, as the signal's own end would be (its
+    processes go as they go when it is killed), with the exit code it is documented to give."""
+    os._exit(EXIT_INTERRUPTED)
 
 
 def _status(code: object) -> int:

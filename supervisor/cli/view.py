@@ -93,7 +93,7 @@ def _hook_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
     if refused:
         how = "fail-closed" if refused.get("failClosed") else "the hook said no"
         lines.append(f"  REFUSES the {what} ({how}): {bounded(refused['reason'])}")
-    elif status.is_failure and frame.get("reason") != RUN_CANCELLED_REASON:
+    elif status.is_failure and not str(frame.get("reason")).startswith(RUN_CANCELLED_REASON):
         lines.append(f"  failure is open: the {what} carries on")
     if frame.get("failureNote"):
         lines.append(f"  note: {bounded(frame['failureNote'])}")

@@ -125,6 +125,7 @@ __all__, __getattr__, __dir__ = exports(
             "OutputFrame",
             "ResultFrame",
             "RUN_CANCELLED_REASON",
+            "RUN_CANCELLED_TREE",
             "ServiceMessage",
             "StartFrame",
             "STREAM_ENDS",

@@ -99,10 +99,11 @@ class HookStatus(enum.StrEnum):
         return self not in (HookStatus.OK, HookStatus.SKIPPED)
 
 
-#: The `reason` of a hook its run's cancellation cut short (`killed`): no run carries on.
-RUN_CANCELLED_REASON: Final = (
-    "the run was cancelled while the hook ran; its process tree was killed"
-)
+#: The `reason` of a hook its run's cancellation cut short (`killed`): no run carries on. A
+#: hook of a kind that runs as a process (`Kind.process`) adds `RUN_CANCELLED_TREE`; a prompt
+#: or plugin hook has no process of its own to kill.
+RUN_CANCELLED_REASON: Final = "the run was cancelled while the hook ran"
+RUN_CANCELLED_TREE: Final = "; its process tree was killed"
 
 
 class ErrorCause(enum.StrEnum):

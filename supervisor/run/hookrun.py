@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Protocol, cast, runtime_checkable
 
 from ..core.answers import Answer
-from ..core.frames import RUN_CANCELLED_REASON, HookStatus
+from ..core.frames import RUN_CANCELLED_REASON, RUN_CANCELLED_TREE, HookStatus
 from ..core.hooks import Hook, effect_in_force
 from ..core.kinds import HOOK_KINDS
 from ..process.spawner import Spawner
@@ -75,6 +75,7 @@ def cancelled_report(hook: Hook, ctx: HookContext, duration_ms: int) -> HookRepo
     frame = FrameBuilder(hook, clamped, ctx).frame(
         HookStatus.KILLED,
         duration_ms,
-        reason=RUN_CANCELLED_REASON,
+        reason=RUN_CANCELLED_REASON
+        + (RUN_CANCELLED_TREE if HOOK_KINDS[hook.action].process else ""),
     )
     return HookReport(frame, Answer())

@@ -3,7 +3,8 @@
 
 `plugin = "server.tool"` with `args` (placeholders resolved, `core/placeholders.py`). The
 whole call, the server's start included, is bounded by the hook's `timeoutMs`; a call cut
-short is cancelled on the server (`notifications/cancelled`) and the hook is `timeout`. The
+short is cancelled on the server (`notifications/cancelled`) and the hook is `timeout`, its
+reason saying whether the server was still starting (the tool never asked). The
 tool's answer becomes the hook's by its `answer` (`tool_answer`): with `auto` (the default),
 its `structuredContent`, or its text content parsed as JSON, when that is an object whose
 keys are all answer keys (`advise`, `refuse` …); otherwise its text content (or, when it has
@@ -32,10 +33,16 @@ from ..core.hooks import Hook, PluginAnswer
 from ..core.jsontext import JsonError, loads
 from ..core.placeholders import PlaceholderError, resolve
 from ..core.points import Phase
-from ..core.servers import split_tool
+from ..core.servers import ServerSpec, split_tool
 from ..process.child import Outcome
 from ..process.spawner import Spawner
-from ..tools.serverentry import AnswerTooLarge, ServerFailing, ToolFailed, answer_text
+from ..tools.serverentry import (
+    AnswerTooLarge,
+    ServerEntry,
+    ServerFailing,
+    ToolFailed,
+    answer_text,
+)
 from .hookcontext import HookContext
 from .hookframe import FrameBuilder, HookReport
 from .output import TEXT_KEY, InvalidOutput, stdout_head
@@ -100,10 +107,7 @@ async def _call(
             report = frame.failed(HookStatus.FAILED, ctx.redactor.text(str(exc)), started)
             return _in(report, frame_sandbox)
     if deadline.cancelled_caught:
-        why = (
-            f"the tool call timed out after {hook.timeout_ms} ms; it was cancelled on the"
-            " server (notifications/cancelled)"
-        )
+        why = _timed_out(hook, spec, ctx.servers.manager.entries.get(spec))
         return _in(frame.failed(HookStatus.TIMEOUT, why, started), frame_sandbox)
     text = answer_text(result)
     if result.is_error:
@@ -122,6 +126,20 @@ async def _call(
     outcome = Outcome(exit_code=0, exited=True, stdout=bytearray(data))
     report = frame.finished(outcome, False, started, ctx.redactor)
     return _in(report, frame_sandbox)
+
+
+def _timed_out(hook: Hook, spec: ServerSpec, entry: ServerEntry | None) -> str:
+    """Why the hook timed out: in the tool's call, or before it, while its server was still
+    starting (a start of `startTimeoutMs` may outlast the hook: the tool was never asked)."""
+    if entry is not None and entry.state == "starting":
+        return (
+            f"timed out after {hook.timeout_ms} ms while server {spec.name} was still starting"
+            f" (its startTimeoutMs is {spec.start_timeout_ms} ms); the tool was not called"
+        )
+    return (
+        f"the tool call timed out after {hook.timeout_ms} ms; it was cancelled on the"
+        " server (notifications/cancelled)"
+    )
 
 
 def tool_answer(result: types.CallToolResult, mode: PluginAnswer) -> bytes:
