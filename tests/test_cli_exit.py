@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -135,7 +136,9 @@ def test_a_second_ctrl_c_says_which_suffix_hook_it_waits_for_and_a_third_kills_i
 ) -> None:
     """After the second Ctrl-C, `exec` printed nothing while a suffix hook that ignores
     SIGTERM ran on to its timeout (here 120 s). It now names the hook and how long it may
-    still take, and a third Ctrl-C kills it (its tree with it) at once."""
+    still take, and a third Ctrl-C kills it (its tree with it) at once. After the first,
+    it said nothing either (as with a CI runner's one SIGTERM): it names the hook as it
+    starts."""
     fifo = tmp_path / "started"
     os.mkfifo(fifo)
     stubborn = f"trap '' INT TERM; echo started > {fifo.name}; sleep 1000; : $0"
@@ -153,6 +156,11 @@ def test_a_second_ctrl_c_says_which_suffix_hook_it_waits_for_and_a_third_kills_i
             pass
         proc.send_signal(signal.SIGINT)
         assert fifo.read_text() == "started\n"  # the suffix hook runs, the run cancelled
+        # (said at once: a CI job its runner cancelled says why it has not ended)
+        assert select.select([proc.stderr], [], [], 30)[0], "nothing said after the first"
+        said = proc.stderr.readline()
+        assert said.startswith("mcpx-hooks exec: cancelling; hook slow (script.suffix, at most")
+        assert said.endswith(" s more) runs first\n"), said
         proc.send_signal(signal.SIGINT)
         said = proc.stderr.readline()
         assert said.startswith("mcpx-hooks exec: stopping; still waiting for hook slow"), said

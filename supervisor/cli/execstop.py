@@ -1,8 +1,9 @@
 """`exec`'s Ctrl-C, in process: the first cancels the run (its suffix hooks and `end` still
-come, printed); the second stops printing and says what the command still waits for (the
-suffix hooks running, each until its own timeout) and how to stop waiting; a third kills
-them now (their trees, as a timeout would), and the run still ends with its `end` frame in
-the history.
+come, printed; stderr names each suffix hook as it starts then, and how long it may take,
+so that a job its runner cancelled with SIGTERM says what it still waits for); the second
+stops printing and says what the command still waits for (the suffix hooks running, each
+until its own timeout) and how to stop waiting; a third kills them now (their trees, as a
+timeout would), and the run still ends with its `end` frame in the history.
 
 A suffix hook that ignores SIGTERM and sleeps would otherwise hold a silent terminal for up
 to its `timeoutMs` after the second Ctrl-C, with no word of why.
@@ -18,13 +19,14 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..core.events import Event, EventKind
+from ..core.points import Phase
 from ..process.signals import serve_stop_signals
 from .printable import printable
 
@@ -43,6 +45,8 @@ class Stopping:
         self.running: dict[str, tuple[str, float]] = {}
         #: What the second Ctrl-C cancels: the run's printing (and with it the run).
         self.stop = trio.CancelScope()
+        #: Whether the first Ctrl-C (or SIGTERM) came.
+        self.cancelling = False
 
     async def serve(self, bus: Bus, *, task_status: trio.TaskStatus[None]) -> None:
         """Follows the run's hook events and takes SIGINT and SIGTERM until cancelled; start
@@ -62,10 +66,14 @@ class Stopping:
         if kind == EventKind.HOOK_STARTED:
             where = f"{data.get('on')}.{data.get('phase')}"
             self.running[name] = (where, time.monotonic())
+            if self.cancelling and data.get("phase") == Phase.SUFFIX:
+                (waits,) = self._waits([name])
+                self.say(printable(f"mcpx-hooks exec: cancelling; {waits} runs first"))
         elif kind in (EventKind.HOOK_FINISHED, EventKind.HOOK_FAILED):
             self.running.pop(name, None)
 
     def first(self, _: signal.Signals) -> None:
+        self.cancelling = True
         self.run.cancel()
 
     def second(self, _: signal.Signals) -> None:
@@ -85,10 +93,12 @@ class Stopping:
         self.say(printable(f"mcpx-hooks exec: killing {names} now"))
         self.run.ending_scope.cancel()
 
-    def _waits(self) -> list[str]:
+    def _waits(self, names: Iterable[str] | None = None) -> list[str]:
+        """Each running hook (of `names`) in words: its name, point, time it may still take."""
         now = time.monotonic()
         said = []
-        for name, (where, started) in self.running.items():
+        for name in self.running if names is None else names:
+            where, started = self.running[name]
             hook = self.config.find(name)
             left = "" if hook is None else _seconds(hook.timeout_ms / 1000 - (now - started))
             said.append(f"hook {name} ({where}{left})")
