@@ -138,10 +138,11 @@ def test_a_second_ctrl_c_says_which_suffix_hook_it_waits_for_and_a_third_kills_i
     SIGTERM ran on to its timeout (here 120 s). It now names the hook and how long it may
     still take, and a third Ctrl-C kills it (its tree with it) at once. After the first,
     it said nothing either (as with a CI runner's one SIGTERM): it names the hook as it
-    starts."""
+    starts. The killed hook's frame keeps what it wrote, as any failed hook's (it kept
+    none)."""
     fifo = tmp_path / "started"
     os.mkfifo(fifo)
-    stubborn = f"trap '' INT TERM; echo started > {fifo.name}; sleep 1000; : $0"
+    stubborn = f"trap '' INT TERM; echo cleaning >&2; echo started > {fifo.name}; sleep 1000; : $0"
     slow = hook(name="slow", phase="suffix", timeoutMs=120_000, run=["sh", "-c", stubborn, marker])
     with subprocess.Popen(
         [*CLI, "exec", "--sandbox", "none", "--json", "--hook", slow, "--", "sh", "-c", SLEEPER],
@@ -152,6 +153,7 @@ def test_a_second_ctrl_c_says_which_suffix_hook_it_waits_for_and_a_third_kills_i
         text=True,
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
+        first = json.loads(proc.stdout.readline())
         while json.loads(proc.stdout.readline()).get("text") != "ready":
             pass
         proc.send_signal(signal.SIGINT)
@@ -169,6 +171,16 @@ def test_a_second_ctrl_c_says_which_suffix_hook_it_waits_for_and_a_third_kills_i
         assert proc.wait(timeout=30) == 130  # long before the hook's 120 s
         assert proc.stderr.read() == "mcpx-hooks exec: killing slow now\n"
     assert marker.alive() == []
+    shown = subprocess.run(
+        [*CLI, "runs", "show", first["runId"], "--json"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (killed,) = [f for f in map(json.loads, shown.stdout.splitlines()) if f["type"] == "hook"]
+    assert (killed["status"], killed.get("stderrTail")) == ("killed", "cleaning\n")
 
 
 def test_the_cases_cover_the_table() -> None:

@@ -20,10 +20,11 @@ from ..core.answers import Answer, Asked, Refusal, bound_answer
 from ..core.effects import REFUSING, Clamp, Effect
 from ..core.egress import blocked_message
 from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
-from ..core.frames import HookStatus, blank
+from ..core.frames import RUN_CANCELLED_REASON, RUN_CANCELLED_TREE, HookStatus, blank
 from ..core.hookframes import HookFrame, Ran, Resources
 from ..core.hooks import STDERR_TAIL_BYTES, Failure, Hook, SourceKind
 from ..core.jsontext import dumps
+from ..core.kinds import HOOK_KINDS
 from ..core.passenv import Passed
 from ..core.records import Record
 from ..core.redact import Redactor
@@ -91,11 +92,12 @@ async def run_process(
             # As every line that leaves the supervisor (`jsontext.dumps`): JSON, always: 1e400
             # in a run's input reads as infinity, which json.dumps would write as `Infinity`.
             stdin = dumps(hook_input(hook, effect, ctx))
+            redactor = ctx.redactor | Redactor(passed.secrets)
+            frame.said = (Outcome(), redactor)
             try:
-                outcome, timed_out = await run_child(spawner, spec, stdin, hook)
+                outcome, timed_out = await run_child(spawner, spec, stdin, hook, frame.said[0])
             except SpawnError as exc:
                 return frame.failed(HookStatus.FAILED, f"could not start: {exc}", started)
-            redactor = ctx.redactor | Redactor(passed.secrets)
             report = with_refusals(frame.finished(outcome, timed_out, started, redactor), lease)
             if report.answer.run is not None and not report.frame.status.is_failure:
                 ran = await run_command(spawner, report.answer.run, spec, hook, redactor)
@@ -171,11 +173,12 @@ def unavailable_reason(exc: SandboxUnavailable, ctx: HookContext) -> str:
 
 
 async def run_child(
-    spawner: Spawner, spec: ChildSpec, stdin: bytes, hook: Hook
+    spawner: Spawner, spec: ChildSpec, stdin: bytes, hook: Hook, outcome: Outcome | None = None
 ) -> tuple[Outcome, bool]:
     """Runs `spec` with `stdin` within the hook's `timeoutMs` and output caps; returns what
-    it did and whether the timeout cut it short (its tree killed and reaped either way)."""
-    outcome = Outcome()
+    it did (in `outcome` when given, as it goes) and whether the timeout cut it short (its
+    tree killed and reaped either way)."""
+    outcome = Outcome() if outcome is None else outcome
     with trio.move_on_after(hook.timeout_ms / 1000) as deadline:
         caps = (hook.max_output_bytes, STDERR_TAIL_BYTES)
         kill_grace = hook.kill_grace_ms / 1000
@@ -251,6 +254,9 @@ class FrameBuilder:
         self.hook = hook
         self.clamped = clamped
         self.ctx = ctx
+        #: What the hook's process has written so far, and the redactor for it: the tails
+        #: the frame of a hook its run's cancellation cut short keeps.
+        self.said: tuple[Outcome, Redactor] | None = None
 
     def frame(self, status: HookStatus, duration_ms: int, **fields: Any) -> HookFrame:
         """The frame of this hook with its clamp, `status` and `fields`."""
@@ -270,6 +276,20 @@ class FrameBuilder:
             sandbox=hook.sandbox.value,
             **fields,
         )
+
+    def cut_short(self, duration_ms: int) -> HookReport:
+        """The report of a hook its run's cancellation cut short: `killed`, no answer, and
+        the end of what its process wrote, as any failed hook's."""
+        said: dict[str, Any] = {}
+        if self.said is not None:
+            outcome, redactor = self.said
+            said["stderr_tail"] = failure_tail(outcome.stderr_tail, redactor)
+            said["stdout_tail"] = failure_tail(outcome.stdout, redactor, outcome.stdout_overflow)
+        tree = RUN_CANCELLED_TREE if HOOK_KINDS[self.hook.action].process else ""
+        frame = self.frame(
+            HookStatus.KILLED, duration_ms, reason=RUN_CANCELLED_REASON + tree, **said
+        )
+        return HookReport(frame, Answer())
 
     def skipped(self, reason: str) -> HookReport:
         """The report of a hook that did not run, for `reason`."""

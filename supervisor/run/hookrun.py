@@ -16,8 +16,6 @@ import importlib
 from types import ModuleType
 from typing import Protocol, cast, runtime_checkable
 
-from ..core.answers import Answer
-from ..core.frames import RUN_CANCELLED_REASON, RUN_CANCELLED_TREE, HookStatus
 from ..core.hooks import Hook, effect_in_force
 from ..core.kinds import HOOK_KINDS
 from ..process.spawner import Spawner
@@ -57,25 +55,20 @@ def _checked(runner: ModuleType) -> HookKind:
     return cast(HookKind, runner)
 
 
-async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport:
+def frame_builder(hook: Hook, ctx: HookContext) -> FrameBuilder:
+    """The builder of `hook`'s one frame in `ctx`, its effect in force clamped."""
+    return FrameBuilder(hook, effect_in_force(hook, ctx.caller_autonomy, ctx.supervisor_max), ctx)
+
+
+async def run_hook(
+    spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilder | None = None
+) -> HookReport:
     """Runs `hook` once in `ctx` by its kind and describes it. Never raises for a broken hook.
 
-    Cancellation (the run being cancelled) kills the hook's tree and propagates.
+    Cancellation (the run being cancelled) kills the hook's tree and propagates; `frame`
+    (given) then holds what the hook said, for `FrameBuilder.cut_short`.
     """
-    clamped = effect_in_force(hook, ctx.caller_autonomy, ctx.supervisor_max)
-    frame = FrameBuilder(hook, clamped, ctx)
+    frame = frame or frame_builder(hook, ctx)
     if not hook.enabled:
         return frame.skipped("disabled (enabled = false)")
     return await kind_of(hook.action).run(spawner, hook, ctx, frame)
-
-
-def cancelled_report(hook: Hook, ctx: HookContext, duration_ms: int) -> HookReport:
-    """The report of a hook its run's cancellation cut short: `killed`, and no answer."""
-    clamped = effect_in_force(hook, ctx.caller_autonomy, ctx.supervisor_max)
-    frame = FrameBuilder(hook, clamped, ctx).frame(
-        HookStatus.KILLED,
-        duration_ms,
-        reason=RUN_CANCELLED_REASON
-        + (RUN_CANCELLED_TREE if HOOK_KINDS[hook.action].process else ""),
-    )
-    return HookReport(frame, Answer())

@@ -154,7 +154,7 @@ class PhaseHooks:
         the hook that refused the run (or the call), whose refusal an `apply` (of `onError`)
         cannot undo."""
         # The hook runners load with the first hook: a run with none never needs them.
-        from .hookrun import cancelled_report, run_hook
+        from .hookrun import frame_builder, run_hook
 
         record = record or self._record
         run_id = self.run_id
@@ -162,8 +162,9 @@ class PhaseHooks:
         self.bus.publish(EventKind.HOOK_STARTED, started_data, run_id=run_id)
         started = time.perf_counter()
         report: HookReport | None = None
+        builder = frame_builder(hook, ctx)
         try:
-            report = await run_hook(self.spawner, hook, ctx)
+            report = await run_hook(self.spawner, hook, ctx, builder)
             frame = report.frame
             if frame.asked is not None and report.answer.ask is not None:
                 frame = await self._resolve_ask(frame, report.answer.ask)
@@ -177,7 +178,7 @@ class PhaseHooks:
                 record(attrs.evolve(report.frame, reason=why))
             else:
                 ms = round((time.perf_counter() - started) * 1000)
-                record(cancelled_report(hook, ctx, ms).frame)
+                record(builder.cut_short(ms).frame)
             raise
         if refused_by is not None and frame.changed:
             frame = _unapplied(frame, refused_by)
