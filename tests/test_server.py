@@ -694,6 +694,8 @@ def test_a_second_sigterm_kills_the_suffix_hooks_still_running(tmp_path: Path) -
             srv.proc.kill()
             srv.proc.wait()
     assert time.monotonic() - began < 15  # (it waited out the hook's 60 s before)
+    # (and said nothing of why it did not stop, between the first signal and the second)
+    assert "1 run(s) cancelled after the grace; their suffix hooks still run, each" in srv.log()
     assert "second signal: stopping at once" in srv.log()
     # (the client's socket was cut; the run's end, the hook killed, is in the history)
     shown = mcpx("runs", "show", stream.frames[0]["runId"], "--json", cwd=tmp_path, **state)

@@ -58,6 +58,8 @@ from .wire import Close, ConnectionClosed, WireError
 __all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
 
 logger = logging.getLogger("mcpx_hooks.server")
+#: What the log says of runs a stop's grace left, once cancelled: why the stop takes longer.
+_ON = "their suffix hooks still run, each within its timeoutMs; a second signal stops them now"
 
 
 class Service(Endpoints):
@@ -164,12 +166,8 @@ class Service(Endpoints):
         (`stop`), a second cancels `nursery`. `ready` is called once the socket listens."""
 
         def first(sig: signal.Signals) -> None:
-            logger.warning(
-                "%s: no new connections; %d run(s) may finish within %g s",
-                sig.name,
-                self.runs_in_progress,
-                self.options.limits.grace_s,
-            )
+            said = (sig.name, self.runs_in_progress, self.options.limits.grace_s)
+            logger.warning("%s: no new connections; %d run(s) may finish within %g s", *said)
             self.stop()
 
         def second(_: signal.Signals) -> None:
@@ -196,6 +194,8 @@ class Service(Endpoints):
             await self._wait_runs()
         for run in list(self._active.values()):
             run.cancel()
+        if self._active:  # (an operator waiting on a stop that does not come should know why)
+            logger.warning("%d run(s) cancelled after the grace; %s", len(self._active), _ON)
         with trio.move_on_after(self.cancelled_s):
             await self._wait_runs()  # suffix hooks and `end`, bounded by the hooks' timeouts
         with trio.move_on_after(self.limits.drain_s):
