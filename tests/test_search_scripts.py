@@ -126,3 +126,41 @@ def test_a_newer_history_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     with pytest.raises(HistoryFault, match=f"schema version {VERSION + 1}"):
         History.open(path)
     assert path.read_bytes() == before
+
+
+def test_a_newer_history_says_what_to_do_and_runs_go_on_in_memory(tmp_path: Path) -> None:
+    # An operator who goes back to this version after a newer one wrote the history: every
+    # command that reads it says the file is a newer version's and what to do, never a
+    # traceback; a run goes on (kept in memory, with a warning); the file is left as it is.
+    import subprocess
+
+    from service_client import CLI, ENV
+
+    state = tmp_path / "state"
+    path = state / "mcpx-hooks" / "history.db"
+    path.parent.mkdir(parents=True, mode=0o700)
+    History.open(path).close()
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {VERSION + 1}")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    env = {**ENV, "XDG_STATE_HOME": str(state)}
+    said = (
+        f"the file is the run history of a newer mcpx-hooks (schema version {VERSION + 1};"
+        f" this one reads up to {VERSION}); it is left as it is: run the newer mcpx-hooks,"
+        " or give this one another file ([history] path)"
+    )
+    for argv in (["runs", "list"], ["runs", "search", "x"], ["exec", "--", "true"]):
+        done = subprocess.run(
+            [*CLI, *argv],
+            check=False,
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert said in done.stderr + done.stdout, (argv, done.stderr)
+        assert "Traceback" not in done.stderr
+    assert path.read_bytes() == before

@@ -41,6 +41,12 @@ def prepare(db: sqlite3.Connection, writes: bool) -> None:
     """Checks the file is a history of ours, and (to write) makes the schema and WAL."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version > VERSION and "runs" in tables:  # (one going back a version has a way out)
+        raise sqlite3.DatabaseError(
+            f"the file is the run history of a newer mcpx-hooks (schema version {version};"
+            f" this one reads up to {VERSION}); it is left as it is: run the newer"
+            " mcpx-hooks, or give this one another file ([history] path)"
+        )
     if version not in (0, VERSION, *_OLDER) or (version == 0 and tables):
         raise sqlite3.DatabaseError(
             f"the file holds another database (schema version {version}, tables"

@@ -203,11 +203,12 @@ def _each(
     columns, head = how
     batch = (b"[" + b",".join(lines) + b"]").decode("utf-8", "replace")
     base = (key << _SEQ_BITS) + first
-    try:
+    try:  # (MATERIALIZED: each text made once; a subquery would be made again wherever named)
         db.execute(
-            f"INSERT INTO {columns} SELECT {head}? + key, text FROM (SELECT v.key AS key,"
-            f" {text_sql()} AS text FROM json_each(?) v) WHERE text IS NOT NULL AND text != ''",
-            (base, batch),
+            f"WITH texts(key, text) AS MATERIALIZED (SELECT v.key, {text_sql()} FROM"
+            f" json_each(:batch) v) INSERT INTO {columns} SELECT {head}:base + key, text"
+            " FROM texts WHERE text IS NOT NULL AND text != ''",
+            {"base": base, "batch": batch},
         )
     except sqlite3.OperationalError:  # a line that is not JSON: the others one by one
         for at, line in enumerate(lines):
