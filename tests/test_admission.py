@@ -17,6 +17,7 @@ import pytest
 from mcpx_hooks.supervisor.core.effects import Effect
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
 from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process import release_held
 from mcpx_hooks.supervisor.run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS
 from mcpx_hooks.supervisor.service.admission import RULES, Caller, Way, admit
 from mcpx_hooks.supervisor.service.execrequest import ExecRequest, parse_exec, wire_request
@@ -138,7 +139,7 @@ def test_a_directory_made_for_a_refused_run_is_removed(
     for way in (Way.CLIENT, Way.WORKER, Way.MCP):
         run = admit(request(), ways[way]).request
         assert run.cwd_made and Path(run.cwd).parent == temp and Path(run.cwd).is_dir()
-        os.rmdir(run.cwd)
+        release_held(run.cwd)  # (as the run would at its end: the directory and its lock file)
         refusal(request(sandbox="none"), ways[way])
         assert list(temp.iterdir()) == [], way
 

@@ -32,7 +32,6 @@ stopping, its cap on runs is reached) is the server's to say, around `admit`.
 from __future__ import annotations
 
 import enum
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -48,6 +47,7 @@ from ..core.placeholders import undeclared_placeholder
 from ..core.points import Phase
 from ..core.records import Record
 from ..core.whenindex import call_hooks, script_hooks
+from ..process import release_held
 from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
 from .execrequest import ExecRequest
 from .roots import (
@@ -169,8 +169,8 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
         script_hooks(config)  # (its hooks indexed by `when` here, off the loop)
         call_hooks(config)
     except BaseException:
-        if made:  # the run that was to remove it will not start
-            shutil.rmtree(cwd, ignore_errors=True)
+        if made:  # the run that was to remove it will not start (its lock file too)
+            release_held(cwd)
         raise
     run = RunRequest(
         script=request.script,
