@@ -113,14 +113,19 @@ def test_a_history_of_version_4_is_indexed_again(tmp_path: Path) -> None:
     db.close()
 
 
-def test_a_newer_history_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
-    path = tmp_path / "h.db"
+def _newer_history(path: Path) -> bytes:
+    """A history at `path` as a newer version (the next schema) would leave it; its bytes."""
     History.open(path).close()
     db = sqlite3.connect(path)
     db.execute(f"PRAGMA user_version = {VERSION + 1}")
     db.commit()
     db.close()
-    before = path.read_bytes()
+    return path.read_bytes()
+
+
+def test_a_newer_history_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    before = _newer_history(path)
     from mcpx_hooks.supervisor.history.faults import HistoryFault
 
     with pytest.raises(HistoryFault, match=f"schema version {VERSION + 1}"):
@@ -139,12 +144,7 @@ def test_a_newer_history_says_what_to_do_and_runs_go_on_in_memory(tmp_path: Path
     state = tmp_path / "state"
     path = state / "mcpx-hooks" / "history.db"
     path.parent.mkdir(parents=True, mode=0o700)
-    History.open(path).close()
-    db = sqlite3.connect(path)
-    db.execute(f"PRAGMA user_version = {VERSION + 1}")
-    db.commit()
-    db.close()
-    before = path.read_bytes()
+    before = _newer_history(path)
     env = {**ENV, "XDG_STATE_HOME": str(state)}
     said = (
         f"the file is the run history of a newer mcpx-hooks (schema version {VERSION + 1};"
