@@ -21,7 +21,10 @@ import http.server
 import json
 import os
 import re
+import signal
+import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -446,6 +449,85 @@ def test_a_lost_connection_resumes_a_live_run_where_it_was(
         context.close()
         server.stop()
         proxy.close()
+
+
+#: Prints a line, waits for the test (a FIFO), then prints 20 more and waits for ever.
+PRINTS_ON = """import sys, time
+print('kept', flush=True)
+with open(sys.argv[1]) as fifo:
+    fifo.read()
+for i in range(20):
+    print(f'not kept {i}', flush=True)
+time.sleep(3600)
+"""
+
+
+def stored_frames(db: Path, run_id: str) -> int:
+    """How many of the run's frames the history holds (0 before its first write)."""
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        row = con.execute("SELECT frames FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def test_a_run_the_killed_server_kept_less_of_is_shown_again_as_kept(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # A server killed (SIGKILL) had sent the page frames it had not yet stored: the next one
+    # ends the run where its history ends, with an error and an end numbered as those frames
+    # were. The page asked to resume past them and showed "from=N is past the run's frames",
+    # the run "running" for ever, lines the history does not have.
+    tmp_path.chmod(0o755)
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    db = tmp_path / "state" / "mcpx-hooks" / "history.db"
+    server = start_server(tmp_path, env=env)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    holder = None
+    try:
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{server.port}/?token={server.token}")
+        served = {"server": server}
+        run_id = exec_run(served, {"argv": [PY, "-c", PRINTS_ON, str(fifo)]}, wait=False)
+        page.goto(f"http://127.0.0.1:{server.port}/#/runs/{run_id}")
+        expect(page.locator("#output-count")).to_have_text("(1 line)", timeout=WAIT_MS)
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while stored_frames(db, run_id) < 2:  # start and the line: stored, within 50 ms
+            assert time.monotonic() < deadline, "the history never stored the run's line"
+            time.sleep(0.02)
+        # The history is held (another process's lock): what comes now is sent, not stored.
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        with fifo.open("w"):
+            pass
+        expect(page.locator("#output-count")).to_have_text("(21 lines)", timeout=WAIT_MS)
+        port = server.port
+        server.stop(signal.SIGKILL)
+        holder.close()
+        holder = None
+        server = start_server(tmp_path, "--port", str(port), env=env)
+        served["server"] = server
+        notice = page.locator(".run .notice")
+        expect(notice).to_contain_text(
+            "The server stopped before it kept all of this run", timeout=WAIT_MS
+        )
+        expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator(".frame.error")).to_contain_text("the run's history ends here")
+        expect(page.locator("#output-count")).to_have_text("(1 line)")
+        expect(page.locator(".output .line")).to_have_text([re.compile("kept")])
+        expect(page.locator(".run-head .badge")).to_have_text("error")
+        frames = replay(served, run_id)
+        shown = page.locator(".timeline > li[data-seq]").evaluate_all(
+            "rows => rows.map(r => [Number(r.dataset.seq), r.dataset.type])"
+        )
+        assert shown == [[f["seq"], f["type"]] for f in frames if f["type"] != "stdout"]
+        expect(notice).to_contain_text("this page had shown 22 frames")
+    finally:
+        if holder is not None:
+            holder.close()
+        context.close()
+        if server.proc.poll() is None:
+            server.stop()
 
 
 def test_after_a_server_restart_the_page_recovers_by_itself(

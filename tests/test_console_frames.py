@@ -29,6 +29,7 @@ from mcpx_hooks.supervisor.core.frames import (
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.core.servers import CALL_CANCELLED, CALL_SESSION_ENDED
 from mcpx_hooks.supervisor.service import pages
+from mcpx_hooks.supervisor.service.wire import Close
 
 #: The fixtures come from `console_browser`; named here so that pytest finds them.
 __all__ = ["browser", "page", "served"]
@@ -61,6 +62,7 @@ def test_the_server_makes_the_consoles_tables_from_its_own() -> None:
         "Phase": {p.name: p.value for p in Phase},
         "EventKind": {k.name: k.value for k in EventKind},
         "AnsweredBy": {a.name: a.value for a in AnsweredBy},
+        "Close": {c.name: c.value for c in Close},
         "CALL_CANCELLED": CALL_CANCELLED,
         "CALL_SESSION_ENDED": CALL_SESSION_ENDED,
     }

@@ -45,6 +45,7 @@ from ..core.servers import CALL_CANCELLED, CALL_SESSION_ENDED
 from .access import console_cookie, header, token_matches
 from .protocolevents import Request, error_body
 from .targets import query_token
+from .wire import Close
 
 #: The folder of the package that holds the console's files.
 FOLDER: Final = "console"
@@ -113,8 +114,9 @@ def tables_module() -> bytes:
     output types in the order of the frame types, the envelope's fields, the messages a page
     sends a run (`Control`), the service's own messages (`ServiceMessage`), a hook's statuses
     and phases (`HookStatus`, `Phase`), the event bus's kinds (`EventKind`), who settles an
-    ask (`AnsweredBy`), and the `error` of a call its client cancelled or its session's end
-    cut short (`CALL_CANCELLED`, `CALL_SESSION_ENDED`)."""
+    ask (`AnsweredBy`), the codes a socket is closed with (`Close`), and the `error` of a call
+    its client cancelled or its session's end cut short (`CALL_CANCELLED`,
+    `CALL_SESSION_ENDED`)."""
     tables: dict[str, object] = {
         "FrameType": {t.name: t.value for t in FrameType},
         "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
@@ -125,6 +127,7 @@ def tables_module() -> bytes:
         "Phase": {p.name: p.value for p in Phase},
         "EventKind": {k.name: k.value for k in EventKind},
         "AnsweredBy": {a.name: a.value for a in AnsweredBy},
+        "Close": {c.name: c.value for c in Close},
         "CALL_CANCELLED": CALL_CANCELLED,
         "CALL_SESSION_ENDED": CALL_SESSION_ENDED,
     }

@@ -9,7 +9,7 @@ import { RunView } from "./run.js";
 import { RunningHooks } from "./running.js";
 import { RunsList } from "./runs.js";
 import { search, searchLink } from "./search.js";
-import { ServiceMessage } from "./tables.js";
+import { Close, ServiceMessage } from "./tables.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -105,7 +105,7 @@ function openEvents() {
     onObject: (obj) => {
       if (obj.type === ServiceMessage.ERROR && !("seq" in obj)) {
         // `since` was never published here: another server (a restart) answers now.
-        if (obj.code === 4416) {
+        if (obj.code === Close.OUT_OF_RANGE) {
           page.events.last = null;
           restarted();
         }
@@ -146,15 +146,18 @@ function show(view) {
   }
 }
 
-function openRun(runId, target) {
+/** `note`: what the run's page says first (a run drawn again: `diverged`), and the focus
+ * stays where it is. */
+function openRun(runId, target, note = null) {
   page.lastRun = runId;
   scope();
-  if (page.run && page.run.runId === runId) {
+  if (page.run && page.run.runId === runId && note === null) {
     page.run.goTo(target);
     return;
   }
   if (page.run) page.run.close();
-  const view = new RunView(runId, { onGone: () => page.runs.refresh(), target, running: page.running });
+  const onDiverged = (shown) => openRun(runId, null, diverged(shown));
+  const view = new RunView(runId, { onGone: () => page.runs.refresh(), onDiverged, note, target, running: page.running });
   page.run = view;
   page.runs.select(runId);
   const back = el("a", { href: "#/runs", class: "back" }, "← All runs");
@@ -162,7 +165,14 @@ function openRun(runId, target) {
   $("view-runs").classList.add("has-run");
   const title = view.root.querySelector("h2");
   title.tabIndex = -1;
-  title.focus({ preventScroll: true });
+  if (note === null) title.focus({ preventScroll: true });
+}
+
+/** What a run drawn again says: the server (killed, then started again) kept less of it
+ * than this page had shown. */
+function diverged(shown) {
+  announce("the server kept less of this run than the page showed; it is shown again as kept");
+  return `The server stopped before it kept all of this run (this page had shown ${shown.toLocaleString()} frames): it is shown again as the server kept it, which is what runs show and the downloads have.`;
 }
 
 function closeRun() {

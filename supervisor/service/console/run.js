@@ -10,7 +10,7 @@ import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
 import { QuestionLink } from "./questions.js";
 import { RunningList } from "./running.js";
-import { AnsweredBy, Control, FrameType, HookStatus, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
+import { AnsweredBy, Close, Control, FrameType, HookStatus, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
 /** What a person does to move the page: it ends keeping an opened line in view. */
 const ANCHOR_BREAKERS = ["wheel", "keydown", "mousedown", "touchstart"];
@@ -46,9 +46,15 @@ export function runLink(runId, seq = null) {
 export class RunView {
   /** `target`: the seq of the frame to open the run at (scrolled to, marked), or null.
    * `running`: the hooks running now (`running.js`), shown live under the timeline. */
-  constructor(runId, { onGone, target = null, running = null }) {
+  constructor(runId, { onGone, onDiverged = null, note = null, target = null, running = null }) {
     this.runId = runId;
     this.onGone = onGone;
+    // The server kept less of the run than this page drew (it was killed before it wrote the
+    // rest to its history): `onDiverged(shown)` opens the run again, as kept, saying `note`.
+    this.onDiverged = onDiverged;
+    this.note = note;
+    this.last = null; // the last frame taken: resuming asks for it again, to check it is the same
+    this.checking = false;
     this.target = target;
     this.running = running;
     this.frames = 0; // the next seq expected
@@ -93,7 +99,12 @@ export class RunView {
       this.output.root,
     );
     this.socket = new Socket({
-      path: () => `/v1/runs/${encodeURIComponent(runId)}?from=${this.frames}`,
+      // From the last frame drawn, not the next: a server that kept a different one (killed,
+      // then started again on its history) is told from the same one.
+      path: () => {
+        this.checking = this.frames > 0;
+        return `/v1/runs/${encodeURIComponent(runId)}?from=${Math.max(this.frames - 1, 0)}`;
+      },
       onObject: (obj) => this.take(obj),
       onState: (state) => this.state(state),
       // Closed by the server on purpose: the run is complete (1000) or it refused (4xxx).
@@ -175,11 +186,31 @@ export class RunView {
   }
 
   say(text) {
-    this.notice.hidden = !text;
-    this.notice.textContent = visible(text || "");
+    const said = text || this.note;
+    this.notice.hidden = !said;
+    this.notice.textContent = visible(said || "");
+  }
+
+  /** The run as the server keeps it is not what this page drew: it is drawn again from its
+   * first frame (nothing twice, nothing the server does not have). */
+  diverged() {
+    this.socket.close();
+    this.ended = true;
+    if (this.onDiverged) this.onDiverged(this.frames);
+    else this.say(`The server kept less of this run than this page showed (${this.frames} frames): reload the page to see it as kept.`);
+  }
+
+  /** Whether `obj`, the first frame on a resumed socket, is the last frame this page drew. */
+  same(obj) {
+    return this.last !== null && obj.seq === this.last.seq && obj.type === this.last.type && obj.at === this.last.at;
   }
 
   take(obj) {
+    if (this.checking) {
+      this.checking = false;
+      if ("seq" in obj && this.same(obj)) return; // the same server, or one that kept it all
+      if ("seq" in obj || obj.code === Close.OUT_OF_RANGE) return this.diverged();
+    }
     if (!("seq" in obj)) {
       if (obj.type === ServiceMessage.ERROR && obj.askId) {
         // Said after the frames that came before it (drawn at the next animation frame).
@@ -187,7 +218,7 @@ export class RunView {
         else this.refused(obj);
       } else if (obj.type === ServiceMessage.ERROR) {
         this.ended = true;
-        const gone = obj.code === 4404;
+        const gone = obj.code === Close.NOT_FOUND;
         this.say(gone ? `This run is gone: ${obj.message}. ${this.frames ? "The server restarted or let it go." : ""}` : obj.message);
         if (gone && this.onGone) this.onGone(this.runId);
       }
@@ -195,6 +226,7 @@ export class RunView {
     }
     if (obj.seq !== this.frames) return; // replayed already (never expected: from= resumes)
     this.frames += 1;
+    this.last = { seq: obj.seq, type: obj.type, at: obj.at };
     this.pending.push(obj);
     if (!this.drawing) {
       this.drawing = true;
