@@ -662,3 +662,57 @@ def test_an_empty_history_file_holds_no_runs(tmp_path: Path) -> None:
     ran = mcpx("exec", "--sandbox", "none", "--", "true", cwd=tmp_path)  # (room again: kept)
     assert ran.returncode == 0 and "not being kept" not in ran.stderr, ran
     assert len(json.loads(mcpx("runs", "list", "--json", cwd=tmp_path).stdout)) == 1
+
+
+def test_a_server_records_its_runs_while_it_seals_a_killed_one(tmp_path: Path) -> None:
+    """A server that starts after one was killed ends the killed runs in the history. It
+    did so first, its writer waiting (about 2 s for a run of 400,000 lines, indexing them
+    all for search under the write lock); a run started meanwhile was stored only after,
+    and a second kill then (a crash loop) lost it from the history whole, not its last
+    50 ms. Its lines are stored now while the killed run is still being sealed."""
+    from mcpx_hooks.supervisor.history.store import OWNER_MARK, History, Written
+
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    path = tmp_path / "state" / "mcpx-hooks" / "history.db"
+    history = History.open(path)
+    try:
+        summary = {"runId": "k1", "argv": ["job"], "status": "running"}
+        owner = {OWNER_MARK + "k1": int(gone.stdout)}  # (its pid, its process gone)
+        for first in range(0, 400_000, 100_000):
+            lines = [
+                b'{"runId":"k1","seq":%d,"at":"2026-12-05T05:00:00.000Z","type":"%s"%s}'
+                % (seq, b"stdout" if seq else b"start", b',"text":"x"' if seq else b"")
+                for seq in range(first, first + 100_000)
+            ]
+            kept = Written("k1", first, lines, summary, time.time() - 60, False)
+            history.write([kept], index=0, marks=owner)
+    finally:
+        history.close()
+    server = start_server(tmp_path, env={"XDG_STATE_HOME": str(tmp_path / "state")})
+
+    async def started() -> str:
+        ws = await open_ws(server, "/v1/exec")
+        request = {"argv": ["sh", "-c", "echo one; sleep 60"], "cancelOnDisconnect": True}
+        await ws.send(json.dumps(request))
+        async for message in ws:
+            frames = [json.loads(line) for line in message.splitlines()]
+            if any(f.get("text") == "one" for f in frames):
+                await ws.close()
+                return str(frames[0]["runId"])
+        raise AssertionError("the run ended")
+
+    try:
+        run_id = arun(started())
+        reader = History.open(path, writes=False)
+        try:
+            deadline = time.monotonic() + 30
+            while not (stored := {s["runId"]: s["status"] for s in reader.summaries(8)}).get(
+                run_id
+            ):
+                assert time.monotonic() < deadline, stored
+                time.sleep(0.01)
+        finally:
+            reader.close()
+        assert stored["k1"] == "running", stored  # (stored before the killed run was sealed)
+    finally:
+        assert server.stop() == 0

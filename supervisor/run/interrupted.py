@@ -77,6 +77,7 @@ def seal_interrupted(history: History) -> list[str]:
         if found is None:
             continue
         stored, seal, ended = found
-        history.write([Written(run_id, stored, seal, summary | ended, 0.0, True)])
+        # (Not indexed for search here, under the write lock: the writer catches up.)
+        history.write([Written(run_id, stored, seal, summary | ended, 0.0, True)], index=0)
         sealed.append(run_id)
     return sealed

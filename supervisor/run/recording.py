@@ -180,16 +180,28 @@ class Recorder:
         await self._idle.wait()
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The writer, until cancelled."""
+        """The writer, until cancelled; beside it, what a process opening the history does
+        first (`_opening`), so that the runs' lines are stored meanwhile."""
         task_status.started()
-        if self.history is not None and self.fault is None:
-            try:
-                await trio.to_thread.run_sync(seal_interrupted, self.history)
-            except HistoryBusy:
-                pass  # (the next process that opens the history seals them)
-            except HistoryFault as exc:
-                await self._fail(str(exc), [], [])
+        async with trio.open_nursery() as nursery:
+            if self.history is not None and self.fault is None:
+                nursery.start_soon(self._opening)
+            await self._writer()
+
+    async def _opening(self) -> None:
+        """The runs a killed process left unfinished, ended (a run of 400,000 lines takes
+        about a second to read through); then retention."""
+        assert self.history is not None
+        try:
+            await trio.to_thread.run_sync(seal_interrupted, self.history)
+        except HistoryBusy:
+            pass  # (the next process that opens the history seals them)
+        except HistoryFault as exc:
+            await self._fail(str(exc), [], [])
+        if self.fault is None:
             await self._retain()
+
+    async def _writer(self) -> None:
         while True:
             batch, self._again = self._again, []
             wait = BUSY_RETRY_S if batch else BATCH_S if self._behind else math.inf
