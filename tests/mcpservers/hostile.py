@@ -22,6 +22,8 @@
 - `deaf`: as `good`, but never answers a request about its prompts or its resources.
 - `drift`: as `good`, with one tool more, `grow`: a call of it adds the tool `extra`, says
   so (`notifications/tools/list_changed`), and is answered once the tools were listed again.
+- `eager`: as `good`, but says its tools changed (`notifications/tools/list_changed`) before
+  it answers `initialize`, as the reference "everything" server does.
 - `odd`: as `good`, but each item of its listings (tools, prompts, resources, templates)
   is written as no SDK's model writes it: its keys in an order of their own, a key of its
   own, `_meta` contents, a number where the model's field is a float (`ODD_LISTINGS`).
@@ -224,6 +226,8 @@ def main() -> None:
             if mode == "good":
                 capabilities.update(completions={})
             result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
+            if mode == "eager":
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             send({"jsonrpc": "2.0", "id": rid, "result": result})
         elif mode == "deaf" and str(method).startswith(("prompts/", "resources/")):
             continue
