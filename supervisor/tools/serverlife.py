@@ -42,10 +42,10 @@ async def serve_session(
     spec = entry.spec
     try:
         init = await session.initialize()
-        # What it said changed before this start's own listings (some servers say their
-        # tools changed before they answer `initialize`) is no change: they list it.
-        entry.relist, entry.lists_said, entry.lists_changed = trio.Event(), trio.Event(), set()
         tools = await _listed(session)
+        # What it said changed before it answered this start's listing (some servers say
+        # their tools changed at `initialize`, or once told `initialized`) is in it.
+        entry.relist, entry.lists_said, entry.lists_changed = trio.Event(), trio.Event(), set()
     except MCPError as exc:
         if not connection_closed(exc.error):
             raise
