@@ -6,6 +6,8 @@ when it starts anew."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,17 @@ from conftest import Marker
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
-from mcpface_parts import HOSTILE, PY, memory_session, stdio_session, through_mcpx
+from mcpface_parts import (
+    AGENT,
+    HOSTILE,
+    MCPX,
+    PY,
+    memory_session,
+    stdio_session,
+    through_mcpx,
+    write_config,
+)
+from test_mcp_raw import LineClient
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.service.mcpface import Gateway
@@ -216,3 +228,34 @@ async def test_reads_of_uris_no_server_lists_say_a_failing_server_once_in_a_whil
     assert len(warned) == len(logged) == 2, warned  # (its resources, its templates: once)
     assert (where / "dead.log").read_text().split() == ["start"]  # (tried once)
     assert marker.alive() == []
+
+
+async def test_a_change_a_server_says_before_its_handshake_answer_is_not_told_to_clients(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # The reference "everything" server says its tools changed before it answers
+    # `initialize`: each start of it told every client its tools had changed (the client
+    # listed them again), though the start's own listing came after what it said.
+    config = write_config(tmp_path / marker, marker, h_mode="eager")
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    argv = [MCPX, "mcp", "--config", str(config)]
+    proc = await trio.lowlevel.open_process(
+        argv, cwd=config.parent, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        client = LineClient(proc)
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        came = await client.answer(0, "initialize", {**hello, "clientInfo": AGENT.model_dump()})
+        await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        came += await client.answer(1, "tools/list", {})  # (it starts both servers)
+        assert "h__echo" in [tool["name"] for tool in came[-1]["result"]["tools"]]
+        # A call of the server, then of the other: what the start said would be told by now.
+        came += await client.answer(2, "tools/call", {"name": "h__echo", "arguments": {}})
+        came += await client.answer(3, "tools/call", {"name": "words__count", "arguments": {}})
+        came += await client.close_and_read()
+        await proc.wait()
+    finally:
+        with trio.CancelScope(shield=True):
+            proc.kill()
+            await proc.wait()
+    assert [m["method"] for m in came if "method" in m] == []

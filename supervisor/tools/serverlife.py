@@ -43,6 +43,9 @@ async def serve_session(
     try:
         init = await session.initialize()
         tools = await _listed(session)
+        # What it said changed before it answered this start's listing (some servers say
+        # their tools changed at `initialize`, or once told `initialized`) is in it.
+        entry.relist, entry.lists_said, entry.lists_changed = trio.Event(), trio.Event(), set()
     except MCPError as exc:
         if not connection_closed(exc.error):
             raise

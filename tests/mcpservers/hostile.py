@@ -22,6 +22,9 @@
 - `deaf`: as `good`, but never answers a request about its prompts or its resources.
 - `drift`: as `good`, with one tool more, `grow`: a call of it adds the tool `extra`, says
   so (`notifications/tools/list_changed`), and is answered once the tools were listed again.
+- `eager`: as `good`, but says its tools changed (`notifications/tools/list_changed`) before
+  it answers `initialize`, and again when told `notifications/initialized`, before any
+  listing: the reference "everything" server does one or the other.
 - `odd`: as `good`, but each item of its listings (tools, prompts, resources, templates)
   is written as no SDK's model writes it: its keys in an order of their own, a key of its
   own, `_meta` contents, a number where the model's field is a float (`ODD_LISTINGS`).
@@ -224,6 +227,8 @@ def main() -> None:
             if mode == "good":
                 capabilities.update(completions={})
             result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
+            if mode == "eager":
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             send({"jsonrpc": "2.0", "id": rid, "result": result})
         elif mode == "deaf" and str(method).startswith(("prompts/", "resources/")):
             continue
@@ -302,6 +307,8 @@ def main() -> None:
                 for _ in range(100_000):
                     sys.stdout.write("this is not JSON-RPC at all\n")
                 sys.stdout.flush()
+        elif method == "notifications/initialized" and mode == "eager":
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         elif method == "notifications/cancelled":
             log(f"cancelled {params.get('requestId')}")
         elif method == "tools/call":
