@@ -5,12 +5,14 @@ mcp` or a server directly, and the shapes they compare."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pydantic
 import trio
@@ -30,6 +32,8 @@ WORDTOOLS = HERE.parent / "supervisor" / "examples" / "tools" / "wordtools.py"
 PY = sys.executable
 MCPX = str(Path(sys.executable).with_name("mcpx-hooks"))
 AGENT = types.Implementation(name="test-agent", version="1.0")
+#: The `clientInfo` of a `LineClient` (`line_client`).
+RAW_CLIENT: Final = {"name": "raw", "version": "0"}
 #: What a client of `write_config`'s gateway is listed, in order: its own tool, then each
 #: server's (`words` less its hidden `remove`, `h`'s exposed ones).
 LISTED = [
@@ -161,3 +165,70 @@ async def memory_session(
             await client_write.aclose()
         assert gateway.session is not None
         frames += runtime.journals.get(gateway.session.run_id).decoded(0)
+
+
+class LineClient:
+    """A client of `mcpx-hooks mcp` writing JSON-RPC lines by hand, as no SDK would."""
+
+    def __init__(self, proc: trio.Process) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self._stdin, self._stdout = proc.stdin, proc.stdout
+        self._buf = b""
+        #: What came from `line_client`'s handshake and listing.
+        self.opening: list[Any] = []
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self._stdin.send_all(json.dumps(message).encode() + b"\n")
+
+    async def line(self) -> dict[str, Any]:
+        while b"\n" not in self._buf:
+            chunk = await self._stdout.receive_some()
+            assert chunk, "mcpx-hooks mcp ended its stdout"
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        said: dict[str, Any] = json.loads(line)
+        return said
+
+    async def close_and_read(self) -> list[dict[str, Any]]:
+        """Closes its end (stdin), then reads what comes until `mcpx-hooks mcp` ends stdout."""
+        await self._stdin.aclose()
+        while chunk := await self._stdout.receive_some():
+            self._buf += chunk
+        lines, self._buf = self._buf.splitlines(), b""
+        return [json.loads(line) for line in lines]
+
+    async def answer(self, rid: Any, method: str, params: dict[str, Any]) -> list[Any]:
+        """What comes until the answer to `rid`, that answer last."""
+        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        came = [await self.line()]
+        while came[-1].get("id") != rid:
+            came.append(await self.line())
+        return came
+
+
+@asynccontextmanager
+async def line_client(
+    config: Path, client_info: dict[str, Any] = RAW_CLIENT
+) -> AsyncIterator[LineClient]:
+    """`mcpx-hooks mcp` with `config`, initialized as the client `client_info` and its tools
+    listed (its servers started), to a `LineClient` (what came until then in its `opening`);
+    at the end its stdin is closed and it exits (or is killed)."""
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    argv = [MCPX, "mcp", "--config", str(config)]
+    proc = await trio.lowlevel.open_process(
+        argv, cwd=config.parent, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        client = LineClient(proc)
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        came = await client.answer(0, "initialize", {**hello, "clientInfo": client_info})
+        await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        client.opening = came + await client.answer(1, "tools/list", {})
+        yield client
+        assert proc.stdin is not None
+        await proc.stdin.aclose()
+        await proc.wait()
+    finally:
+        with trio.CancelScope(shield=True):
+            proc.kill()
+            await proc.wait()

@@ -6,8 +6,6 @@ when it starts anew."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,14 +20,13 @@ from mcp.shared.exceptions import MCPError
 from mcpface_parts import (
     AGENT,
     HOSTILE,
-    MCPX,
     PY,
+    line_client,
     memory_session,
     stdio_session,
     through_mcpx,
     write_config,
 )
-from test_mcp_raw import LineClient
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.service.mcpface import Gateway
@@ -237,25 +234,11 @@ async def test_a_change_a_server_says_before_its_handshake_answer_is_not_told_to
     # `initialize`: each start of it told every client its tools had changed (the client
     # listed them again), though the start's own listing came after what it said.
     config = write_config(tmp_path / marker, marker, h_mode="eager")
-    env = {**os.environ, **(through_mcpx(config).env or {})}
-    argv = [MCPX, "mcp", "--config", str(config)]
-    proc = await trio.lowlevel.open_process(
-        argv, cwd=config.parent, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        client = LineClient(proc)
-        hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
-        came = await client.answer(0, "initialize", {**hello, "clientInfo": AGENT.model_dump()})
-        await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        came += await client.answer(1, "tools/list", {})  # (it starts both servers)
+    async with line_client(config, AGENT.model_dump()) as client:  # (it starts both servers)
+        came = client.opening
         assert "h__echo" in [tool["name"] for tool in came[-1]["result"]["tools"]]
         # A call of the server, then of the other: what the start said would be told by now.
         came += await client.answer(2, "tools/call", {"name": "h__echo", "arguments": {}})
         came += await client.answer(3, "tools/call", {"name": "words__count", "arguments": {}})
         came += await client.close_and_read()
-        await proc.wait()
-    finally:
-        with trio.CancelScope(shield=True):
-            proc.kill()
-            await proc.wait()
     assert [m["method"] for m in came if "method" in m] == []

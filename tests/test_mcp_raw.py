@@ -10,10 +10,10 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import pytest
 import trio
@@ -23,9 +23,11 @@ from mcp.shared.message import SessionMessage
 from mcpface_parts import (
     MCPX,
     PY,
+    RAW_CLIENT,
     call_hook,
     direct_answers,
     dumped,
+    line_client,
     stdio_session,
     texts,
     through_mcpx,
@@ -339,69 +341,6 @@ async def test_a_server_s_bad_answers_and_end_read_the_same_both_ways(
 
 
 #: What a client writing lines by hand says it is.
-RAW_CLIENT: Final = {"name": "raw", "version": "0"}
-
-
-class LineClient:
-    """A client of `mcpx-hooks mcp` writing JSON-RPC lines by hand, as no SDK would."""
-
-    def __init__(self, proc: trio.Process) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        self._stdin, self._stdout = proc.stdin, proc.stdout
-        self._buf = b""
-
-    async def send(self, message: dict[str, Any]) -> None:
-        await self._stdin.send_all(json.dumps(message).encode() + b"\n")
-
-    async def line(self) -> dict[str, Any]:
-        while b"\n" not in self._buf:
-            chunk = await self._stdout.receive_some()
-            assert chunk, "mcpx-hooks mcp ended its stdout"
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        said: dict[str, Any] = json.loads(line)
-        return said
-
-    async def close_and_read(self) -> list[dict[str, Any]]:
-        """Closes its end (stdin), then reads what comes until `mcpx-hooks mcp` ends stdout."""
-        await self._stdin.aclose()
-        while chunk := await self._stdout.receive_some():
-            self._buf += chunk
-        lines, self._buf = self._buf.splitlines(), b""
-        return [json.loads(line) for line in lines]
-
-    async def answer(self, rid: Any, method: str, params: dict[str, Any]) -> list[Any]:
-        """What comes until the answer to `rid`, that answer last."""
-        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        came = [await self.line()]
-        while came[-1].get("id") != rid:
-            came.append(await self.line())
-        return came
-
-
-@asynccontextmanager
-async def line_client(config: Path) -> AsyncIterator[LineClient]:
-    """`mcpx-hooks mcp` with `config`, initialized and its tools listed (its servers started),
-    to a `LineClient`; at the end its stdin is closed and it exits (or is killed)."""
-    env = {**os.environ, **(through_mcpx(config).env or {})}
-    argv = [MCPX, "mcp", "--config", str(config)]
-    proc = await trio.lowlevel.open_process(
-        argv, cwd=config.parent, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        client = LineClient(proc)
-        hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
-        await client.answer(0, "initialize", {**hello, "clientInfo": RAW_CLIENT})
-        await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        await client.answer(1, "tools/list", {})
-        yield client
-        assert proc.stdin is not None
-        await proc.stdin.aclose()
-        await proc.wait()
-    finally:
-        with trio.CancelScope(shield=True):
-            proc.kill()
-            await proc.wait()
 
 
 @contextmanager
