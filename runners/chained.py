@@ -101,7 +101,7 @@ def start(
     *,
     limits: list[tuple[int, int, int]],
     ruleset_fd: int | None = None,
-    net: bool = False,
+    sockets: str = "net",
     enter_net: int | None = None,
     unshare: int = 0,
     no_memfd: bool = False,
@@ -109,7 +109,7 @@ def start(
     small: tuple[int, list[tuple[int, int]]] | None = None,
 ) -> int:
     """Starts `program` for `req` with `limits` (soft and hard); its pid. With `ruleset_fd`
-    a sandboxed child: its Landlock ruleset `ruleset_fd`, the seccomp filter of `net` or not;
+    a sandboxed child: its Landlock ruleset `ruleset_fd`, the seccomp filter of `sockets`;
     first, `enter_net`, a network namespace the child enters, and `unshare`, namespaces it
     makes, which it can only while it has this process's capabilities; `no_memfd`, memory
     bounded without a cgroup: the filter refuses `memfd_create` (and rootless, creating
@@ -148,7 +148,7 @@ def start(
         chain.extend(_powerless())
     if ruleset_fd is not None:
         chain.call(nr("landlock_restrict_self"), ruleset_fd, 0, what="landlock restrict")
-        chain.extend(_filtered(net, no_memfd, no_shm=no_memfd and root is None))
+        chain.extend(_filtered(sockets, no_memfd, no_shm=no_memfd and root is None))
     chain.extend(_unmasked())
     chain.call(
         nr("execve"),
@@ -261,11 +261,11 @@ def _powerless() -> Chain:
 
 
 @functools.cache
-def _filtered(net: bool, no_memfd: bool = False, *, no_shm: bool = False) -> Chain:
-    """The seccomp filter of `net` or not (and refusing `memfd_create`, creating SysV shared
-    memory, or not)."""
+def _filtered(sockets: str, no_memfd: bool = False, *, no_shm: bool = False) -> Chain:
+    """The seccomp filter of `sockets` (`seccomp.SOCKET_FAMILIES`; and refusing
+    `memfd_create`, creating SysV shared memory, or not)."""
     chain = Chain()
-    filt = seccomp.seccomp_program(not net, no_memfd, no_shm=no_shm)
+    filt = seccomp.seccomp_program(sockets, no_memfd, no_shm=no_shm)
     fprog = struct.pack("=HxxxxxxQ", len(filt) // 8, chain.pointer(filt))
     chain.call(nr("prctl"), PR_SET_SECCOMP, seccomp.SECCOMP_MODE_FILTER, fprog, what="seccomp")
     return chain

@@ -16,7 +16,7 @@ of its own over libc (`libc.py`); this one holds the credentials and the path ch
   own domain (ABI 6+).
 * `seccomp` (`seccomp.py`): a small deny list (ptrace, mounts, namespaces, kernel keyrings,
   bpf, raising resource limits, set-user-ID and set-group-ID modes, io_uring, ...) and, under
-  strict, `socket()` for anything but netlink.
+  strict, `socket()` for anything but netlink (with `network`, but netlink, IPv4 and IPv6).
 * `uid`: a per-hook unprivileged uid and gid (the supervisor is root), no supplementary groups,
   so `RLIMIT_NPROC` holds and the host's DAC applies.
 """

@@ -234,7 +234,7 @@ class Seal:
         self.grants = grants
         self._uid = uid
         self._cwd = cwd
-        self._net = sandbox.sockets
+        self._sockets = sandbox.families
         #: Why a grant is not mapped (`view.build`), for the message when it cannot be read.
         self._notes = notes or {}
         #: Rootless: the processes limit, set in the child's own user namespace (`prepare`).
@@ -265,7 +265,7 @@ class Seal:
         assert self.grants.ruleset is not None
         self.grants.ruleset.restrict()
         no_shm = self.no_memfd and userns.entered
-        seccomp.install(no_sockets=not self._net, no_memfd=self.no_memfd, no_shm=no_shm)
+        seccomp.install(self._sockets, no_memfd=self.no_memfd, no_shm=no_shm)
 
     def chained(
         self,
@@ -296,7 +296,7 @@ class Seal:
                     program,
                     limits=limits,
                     ruleset_fd=fd,
-                    net=self._net,
+                    sockets=self._sockets,
                     enter_net=net,
                     unshare=new,
                     no_memfd=self.no_memfd,
@@ -318,8 +318,8 @@ def ready_filters() -> None:
     after: a warm fork builds none on its request's way (`warmpool.py`). Arguments by
     position, as `seccomp.install` passes them (the cache's key)."""
     for no_memfd in {False, memcg.STATE.hierarchy is None}:
-        for net in (False, True):
-            seccomp.seccomp_program(not net, no_memfd, no_memfd and userns.entered)
+        for sockets in seccomp.SOCKET_FAMILIES:
+            seccomp.seccomp_program(sockets, no_memfd, no_memfd and userns.entered)
 
 
 def prepare(

@@ -34,7 +34,17 @@ _JSET_K = 0x45
 _JGE_K = 0x35
 _RET_K = 0x06
 _X32_BIT = 0x40000000
-_AF_NETLINK = 16
+_AF_INET, _AF_INET6, _AF_NETLINK = 2, 10, 16
+#: The families `socket()` may make, by what the child's sandbox gives it of the network
+#: (`Sandbox.sockets`): nothing (netlink alone), a loopback of its own (`egress`: IPv4 and
+#: IPv6 too, to reach the proxy there; not Unix sockets, which a network namespace does not
+#: bound: any listening socket the child can see would be a way out, nor vsock or packet), or
+#: the host's network (`net`: every family). `socketpair` is never judged.
+SOCKET_FAMILIES: dict[str, tuple[int, ...] | None] = {
+    "none": (_AF_NETLINK,),
+    "egress": (_AF_NETLINK, _AF_INET, _AF_INET6),
+    "net": None,
+}
 _IPC_CREAT = 0o1000
 #: Denied with EPERM under every confined profile.
 # fmt: off
@@ -119,12 +129,12 @@ def _search(prog: _Program, cases: list[tuple[int, str]], name: str = "t") -> No
 
 
 @functools.cache
-def seccomp_program(no_sockets: bool, no_memfd: bool = False, no_shm: bool = False) -> bytes:
+def seccomp_program(sockets: str, no_memfd: bool = False, no_shm: bool = False) -> bytes:
     """The filter, as `struct sock_filter` bytes: the deny list; `prlimit64` only to read;
     `clone` without namespace flags and `clone3` refused with ENOSYS (its flags cannot be
     inspected; libc then falls back to `clone`), as are the `UNJUDGED` calls; a mode with a
     `SETID_BITS` bit refused (EPERM) to the calls of `MODE_ARGUMENT` and, when they create,
-    `OPEN_ARGUMENTS`; with `no_sockets`, `socket()` only for netlink; with `no_memfd`,
+    `OPEN_ARGUMENTS`; `socket()` only for the `SOCKET_FAMILIES` of `sockets`; with `no_memfd`,
     `memfd_create` refused with ENOMEM (memory bounded without a cgroup, `memcg.py`: a memfd
     filled with `write()` is counted by nothing else, so any is over the bound); with
     `no_shm`, `shmget` creating a segment refused with ENOSPC (as an IPC namespace's
@@ -140,7 +150,8 @@ def seccomp_program(no_sockets: bool, no_memfd: bool = False, no_shm: bool = Fal
     cases |= {nrs[name]: f"mode{arg}" for name, arg in MODE_ARGUMENT.items() if name in nrs}
     cases |= {nrs[name]: f"open{arg}" for name, (arg, _) in OPEN_ARGUMENTS.items() if name in nrs}
     cases |= {nrs["clone3"]: "enosys", nrs["clone"]: "clone", nrs["prlimit64"]: "prlimit"}
-    if no_sockets:
+    families = SOCKET_FAMILIES[sockets]
+    if families is not None:
         cases[nrs["socket"]] = "socket"
     if no_memfd:
         cases[nrs["memfd_create"]] = "enomem"
@@ -167,10 +178,11 @@ def seccomp_program(no_sockets: bool, no_memfd: bool = False, no_shm: bool = Fal
         prog.label("shmget")
         prog.op(_LD_W_ABS, _arg(2))
         prog.op(_JSET_K, _IPC_CREAT, "enospc", "allow")
-    if no_sockets:  # socket(domain, ...): netlink only (args[0]).
+    if families is not None:  # socket(domain, ...): those families only (args[0]).
         prog.label("socket")
         prog.op(_LD_W_ABS, 16)
-        prog.op(_JEQ_K, _AF_NETLINK, "allow", "eacces")
+        for i, family in enumerate(families):
+            prog.op(_JEQ_K, family, "allow", "eacces" if i == len(families) - 1 else None)
     # open(path, flags, mode), openat(dirfd, path, flags, mode): the mode counts when creating.
     for flags, mode in sorted(set(OPEN_ARGUMENTS.values())):
         prog.label(f"open{flags}")
@@ -220,7 +232,7 @@ def seccomp_missing() -> str | None:
     return tried_apart(
         "mcpx-seccomp",
         "installing a filter",
-        lambda: install(no_sockets=True, no_memfd=True, no_shm=True),
+        lambda: install("egress", no_memfd=True, no_shm=True),
     )
 
 
@@ -228,8 +240,8 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_char_p))
 
 
-def install(no_sockets: bool, no_memfd: bool = False, no_shm: bool = False) -> None:
+def install(sockets: str, no_memfd: bool = False, no_shm: bool = False) -> None:
     """Installs the filter on the calling thread. Needs `no_new_privs` first."""
-    prog = seccomp_program(no_sockets, no_memfd, no_shm)
+    prog = seccomp_program(sockets, no_memfd, no_shm)
     fprog = _SockFprog(len(prog) // 8, prog)
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")

@@ -86,10 +86,13 @@ class Sandbox:
         plan = fields(plan, "sandbox", *FIELDS["sandbox"])
         self.net = boolean(plan["net"], "sandbox.net")
         #: A network namespace of its own with only `lo`, up: the child reaches the proxy
-        #: through the proxy's socket there (`loopback.py`); sockets allowed, as for `net`.
+        #: through the proxy's socket there (`loopback.py`); IPv4 and IPv6 sockets allowed,
+        #: not Unix ones.
         self.egress = boolean(plan.get("egress", False), "sandbox.egress") and not self.net
-        #: Whether Landlock and seccomp let the child use sockets.
+        #: Whether Landlock lets the child use TCP.
         self.sockets = self.net or self.egress
+        #: The socket families seccomp lets it make (`seccomp.SOCKET_FAMILIES`).
+        self.families = "net" if self.net else "egress" if self.egress else "none"
         self.read = abs_paths(plan["read"], "sandbox.read")
         self.write = abs_paths(plan.get("write", []), "sandbox.write")
         self.mapped = abs_paths(plan.get("mapped", []), "sandbox.mapped")

@@ -100,7 +100,7 @@ _ABOUT: Final[Mapping[str, tuple[str, str, str]]] = {
     ),
     "seccomp": (
         "deny list: ptrace, mounts, namespaces, keyrings, bpf, raising limits; sockets "
-        "(strict, netlink only)",
+        "(strict: netlink only; with network: netlink, IPv4, IPv6)",
         SECCOMP_HOW,
         SECCOMP_HOW,
     ),
