@@ -286,6 +286,9 @@ async def test_a_plugin_hook_reads_an_sdk_server_s_answer_by_its_answer_setting(
         ("get_current_time", {}, "keys that are not answer keys (datetime, is_dst, timezone)"),
         ("say", {"text": "hi"}, "keys that are not answer keys (result)"),
         ("text_json", {"obj": {"n": 1}}, "keys that are not answer keys (n)"),
+        # An answer key beside a stranger: only the stranger is named (both were, `refuse`
+        # said to be no answer key).
+        ("text_json", {"obj": {"refuse": "no", "extra": 1}}, "not answer keys (extra);"),
     ],
 )
 async def test_answer_hook_insists_on_an_answer_object(

@@ -53,19 +53,20 @@ def hook_table(
 
 def _effect_cell(hook: Mapping[str, Any]) -> str:
     """The effect a hook's phase leaves it (an observe hook's is `off`, a suffix hook's at
-    most `advise`), and the one declared when that is more."""
-    from ..core.effects import PHASE_CEILING, Effect
+    most `advise`, a `server.start` hook's at most `ask`), and the one declared when that is
+    more."""
+    from ..core.effects import Effect, phase_ceiling
     from ..core.points import Phase
 
-    declared, phase = hook.get("effect"), hook.get("phase")
+    declared, phase, on = hook.get("effect"), hook.get("phase"), hook.get("on")
     if not isinstance(declared, str) or not isinstance(phase, str):
         return cell(declared)
     try:
-        ceiling = PHASE_CEILING.get(Phase(phase))
+        ceiling = phase_ceiling(on if isinstance(on, str) else "script", Phase(phase))
         effect = Effect.parse(declared)
     except (ValueError, KeyError):
         return declared
-    if ceiling is None or effect <= ceiling:
+    if effect <= ceiling:
         return declared
     return f"{ceiling.word} (declared {declared}; phase)"
 

@@ -82,9 +82,11 @@ __all__, __getattr__, __dir__ = exports(
             "NO",
             "PARALLEL_MAX",
             "PHASE_CEILING",
+            "POINT_CEILING",
             "REFUSING",
             "YES",
             "clamp",
+            "phase_ceiling",
         ),
         "errors": (
             "CAPACITY_ERRNOS",

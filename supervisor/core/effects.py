@@ -58,6 +58,23 @@ PHASE_CEILING: Final[dict[Phase, Effect]] = {
     Phase.OBSERVE: Effect.OFF,
 }
 
+#: The most an effect may be at a phase of a point that takes less than a run does: a tool
+#: server's start can be refused (`before`, `onSuccess`), never given another command or
+#: another tool list, nor made to run a command of the hook's, and its `onError` can only be
+#: told about. An answer above it is dropped and named, never shown as done.
+POINT_CEILING: Final[dict[tuple[str, Phase], Effect]] = {
+    ("server.start", Phase.BEFORE): Effect.ASK,
+    ("server.start", Phase.ON_SUCCESS): Effect.ASK,
+    ("server.start", Phase.ON_ERROR): Effect.ADVISE,
+}
+
+
+def phase_ceiling(on: str, phase: Phase) -> Effect:
+    """The most an effect may be at `phase` of the point `on` (`PHASE_CEILING`, lowered by
+    `POINT_CEILING`)."""
+    return min(PHASE_CEILING.get(phase, Effect.RUN), POINT_CEILING.get((on, phase), Effect.RUN))
+
+
 #: The lowest effect that may refuse a run; `failure = "closed"` needs it.
 REFUSING: Final = Effect.ASK
 #: The most a `parallel = true` hook's effect in force may be: text beside the outcome, which
@@ -83,9 +100,16 @@ class Clamp(Record):
 
 
 def clamp(
-    requested: Effect, phase: Phase, caller: Effect, supervisor: Effect, *, floor: bool = False
+    requested: Effect,
+    phase: Phase,
+    caller: Effect,
+    supervisor: Effect,
+    *,
+    floor: bool = False,
+    on: str = "script",
 ) -> Clamp:
-    """The effect in force: the request lowered by phase, caller and supervisor, in that order.
+    """The effect in force: the request lowered by phase (of the point `on`), caller and
+    supervisor, in that order.
 
     Clamping lowers, never refuses; every ceiling that lowered it is named. With `floor` (a
     locked hook of the operator's config) the caller's level is no ceiling: only the phase and
@@ -95,7 +119,7 @@ def clamp(
     effect = requested
     by: list[ClampSource] = []
     for source, ceiling in (
-        (ClampSource.PHASE, PHASE_CEILING.get(phase, Effect.RUN)),
+        (ClampSource.PHASE, phase_ceiling(on, phase)),
         (ClampSource.CALLER, caller),
         (ClampSource.SUPERVISOR, supervisor),
     ):

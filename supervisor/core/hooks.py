@@ -262,9 +262,9 @@ class Hook(Record):
 
 
 def effect_in_force(hook: Hook, caller: Effect, supervisor: Effect) -> Clamp:
-    """`hook`'s effect clamped by its phase, the caller's level (unless the hook is
-    `floored`) and the supervisor's `autonomy.max`."""
-    return clamp(hook.effect, hook.phase, caller, supervisor, floor=hook.floored)
+    """`hook`'s effect clamped by its phase (of its point), the caller's level (unless the
+    hook is `floored`) and the supervisor's `autonomy.max`."""
+    return clamp(hook.effect, hook.phase, caller, supervisor, floor=hook.floored, on=hook.on)
 
 
 def provenance_json(source: Provenance) -> dict[str, Any] | str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from .effects import PHASE_CEILING, Effect
+from .effects import Effect, phase_ceiling
 from .points import Phase
 from .records import Record
 
@@ -251,4 +251,4 @@ def answer_unused(hooks: Iterable[Hook]) -> list[str]:
 
 def _off(hook: Hook) -> bool:
     """Whether `hook`'s effect is off wherever it fires (by its phase, or as declared)."""
-    return min(hook.effect, PHASE_CEILING.get(hook.phase, Effect.RUN)) is Effect.OFF
+    return min(hook.effect, phase_ceiling(hook.on, hook.phase)) is Effect.OFF

@@ -153,7 +153,8 @@ def tool_answer(result: types.CallToolResult, mode: PluginAnswer) -> bytes:
         if isinstance(found, dict) and found.keys() <= KEY_EFFECT.keys():
             return json.dumps(found).encode()
         if mode is PluginAnswer.HOOK:
-            keys = ", ".join(sorted(found)) if isinstance(found, dict) else None
+            strangers = found.keys() - KEY_EFFECT.keys() if isinstance(found, dict) else ()
+            keys = ", ".join(sorted(strangers))
             raise InvalidOutput(
                 'answer = "hook": the tool answered '
                 + (f"keys that are not answer keys ({keys})" if keys else "no JSON object")
