@@ -326,10 +326,11 @@ def _run_remote(args: argparse.Namespace) -> int:
             failed = remote_failed("exec", exc)
             if stopping.run_id:  # (begun, and its socket lost: not the run, maybe)
                 say(
-                    f"mcpx-hooks exec: run {stopping.run_id} had not ended; where it still runs"
-                    " (a cluster's worker, the gateway lost), it runs to its end, cancelled by"
-                    f" nobody: mcpx-hooks runs show {stopping.run_id} --remote {target.url}"
-                    " (or another gateway) follows it"
+                    f"mcpx-hooks exec: run {stopping.run_id} had not ended; a serve cancels it"
+                    " once it finds this connection gone (exec asks it to), within a minute;"
+                    " a cluster's worker runs it on to its end when it was the gateway that was"
+                    f" lost: mcpx-hooks runs show {stopping.run_id} --remote {target.url}"
+                    " (or another gateway) says how it ended"
                 )
             return failed
     except* OutputClosed:

@@ -21,7 +21,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx
 import trio
 
-from .remote import CONNECT_TIMEOUT_S, Remote, RemoteError, said_in
+from .remote import CONNECT_TIMEOUT_S, Remote, RemoteError
+from .remotewords import said_in
 from .wsopen import connect_failure
 
 #: The longest wait for the next bytes of an answer.

@@ -36,6 +36,8 @@ from ..core.records import Record
 from ..core.wireshape import shape_problem
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
+from .liveness import Heard, lost
+from .remotewords import closed, refusal, silent
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
 from .wsopen import connect_failure, open_websocket
 
@@ -94,8 +96,12 @@ class Remote(Record):
 
 @contextlib.asynccontextmanager
 async def open_remote(
-    remote: Remote, path: str, query: Mapping[str, Any] | None = None
+    remote: Remote,
+    path: str,
+    query: Mapping[str, Any] | None = None,
+    heard: Heard | None = None,
 ) -> AsyncIterator[WebSocketConnection]:
+    """A socket to the server's `path`; `heard` notes when bytes last came on it."""
     url = remote.endpoint(path, query)
     headers = (
         [] if remote.token is None else [(b"authorization", f"Bearer {remote.token}".encode())]
@@ -107,31 +113,17 @@ async def open_remote(
             max_message_size=MAX_INCOMING,
             connect_s=CONNECT_TIMEOUT_S,
             close_s=CLOSE_TIMEOUT_S,
+            wrap=None if heard is None else heard.wrap,
         ) as ws:
             yield ws
     except ConnectionRejected as exc:
-        raise RemoteError(_refusal(url, exc)) from None
+        raise RemoteError(refusal(url, exc)) from None
     except ConnectionTimeout:  # (a HandshakeError too)
         why = f"no WebSocket handshake within {CONNECT_TIMEOUT_S:g} s"
         raise Unreachable(f"cannot connect to {remote.url}: {why}") from None
     except HandshakeError as exc:
         why = connect_failure(exc.__cause__ or exc)
         raise Unreachable(f"cannot connect to {remote.url}: {why}") from None
-
-
-def _refusal(url: str, exc: ConnectionRejected) -> str:
-    said = said_in(exc.body or b"")
-    hint = ""
-    if exc.status_code == 401:
-        hint = " (pass --token-file F or set MCPX_HOOKS_TOKEN)"
-    return f"{urlsplit(url).netloc} refused the connection: HTTP {exc.status_code} {said}{hint}"
-
-
-def said_in(body: bytes | bytearray) -> str:
-    """The `message` of a refusal's JSON body, or "" when it holds none that can be read."""
-    with contextlib.suppress(ValueError, AttributeError, RecursionError):
-        return str(json.loads(body).get("message", ""))
-    return ""
 
 
 async def messages(
@@ -156,17 +148,14 @@ async def messages(
         try:
             message = await ws.get_message()
         except ConnectionClosed as exc:
-            reason = exc.reason
-            code = reason.code if reason is not None else None
-            if code in ends:
+            if exc.reason is not None and exc.reason.code in ends:
                 return
             if error is not None:
                 raise RemoteError(
                     f"the server said: {error.get('message')}",
                     bad_input=error.get("code") == Close.BAD_REQUEST,
                 ) from None
-            said = f" ({reason.reason})" if reason is not None and reason.reason else ""
-            raise RemoteError(f"the server closed the socket: {code}{said}") from None
+            raise RemoteError(closed(exc.reason)) from None
         text = message.decode(errors="replace") if isinstance(message, bytes) else message
         for line in text.split("\n"):
             if not line:
@@ -251,13 +240,22 @@ async def exec_remote(
     to cancel the run (its suffix hooks and `end` still come); a second leaves at once, or
     with `on_stop` calls `on_stop(2)` and waits on, a third `on_stop(3)` and leaves. Returns
     the run's frames but its output (`stdout`, `stderr`), which is most of a run and which no
-    caller looks at again, within the bounds of `HELD`."""
+    caller looks at again, within the bounds of `HELD`. A connection silent past
+    `liveness.lost`'s bound is lost: `RemoteError` says so."""
     held: list[dict[str, Any]] = []
     counts = dict.fromkeys(HELD, 0)
     failed: RemoteError | None = None  # raised outside the nursery, not in a group
-    async with open_remote(remote, "/v1/exec") as ws, trio.open_nursery() as nursery:
+    heard = Heard()
+    async with open_remote(remote, "/v1/exec", heard=heard) as ws, trio.open_nursery() as nursery:
         # (a server that closed first has said why: the messages below read it)
         await _send(ws, request)
+
+        async def alive() -> None:  # (a frozen network closes nothing: `liveness.py`)
+            nonlocal failed
+            failed = RemoteError(silent(await lost(ws, heard)))
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(alive)
 
         def ask_cancel(_: signal.Signals) -> None:
             nursery.start_soon(_send, ws, {"type": Control.CANCEL})

@@ -16,7 +16,7 @@ import math
 import os
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 import trio
@@ -36,11 +36,13 @@ async def open_websocket(
     max_message_size: int,
     connect_s: float,
     close_s: float,
+    wrap: Callable[[trio.abc.Stream], trio.abc.Stream] | None = None,
 ) -> AsyncIterator[WebSocketConnection]:
     """A WebSocket to `url` (ws:// or wss://, checked by the caller), open within
     `connect_s` or `ConnectionTimeout`; `HandshakeError` (its cause the `OSError`) when no
     connection could be made, `ConnectionRejected` when the server refused the handshake.
-    The caller's exception comes out as itself, not in a group."""
+    The caller's exception comes out as itself, not in a group. `wrap`: the stream the
+    socket is to read and write, given the connection's."""
     parts = urlsplit(url)
     secure = parts.scheme == "wss"
     host = parts.hostname or ""
@@ -63,9 +65,10 @@ async def open_websocket(
                 except OSError as exc:
                     raise HandshakeError from exc
                 try:
+                    # (any stream serves: only its `local`/`remote`, unused, read more of it)
                     ws = await wrap_client_stream(
                         nursery,
-                        stream,
+                        stream if wrap is None else wrap(stream),  # type: ignore[arg-type]
                         host_header,
                         resource,
                         extra_headers=headers,
