@@ -329,8 +329,9 @@ def test_a_stopped_gateway_gives_its_runs_its_grace_then_cancels_them_to_their_e
     cluster: Cluster,
 ) -> None:
     # As a single `serve`: runs in progress may finish within `--grace`, then each is
-    # cancelled and its client gets `error` "cancelled", `end` and 1000 (not 1001 once the
-    # streams' drain ran out, the run cancelled behind it by `cancelOnDisconnect`).
+    # cancelled and its client gets `error` "cancelled: the server is shutting down", `end`
+    # and 1000 (not 1001 once the streams' drain ran out, the run cancelled behind it by
+    # `cancelOnDisconnect`).
     stopping = start_gateway(cluster.cwd, cluster.nats, "--grace", "0")
 
     async def stop() -> Stream:
@@ -345,7 +346,8 @@ def test_a_stopped_gateway_gives_its_runs_its_grace_then_cancels_them_to_their_e
     seen = arun(stop())
     assert seen.code == 1000, seen
     assert_whole(seen.frames)
-    assert seen.frames[-2]["type"] == "error" and seen.frames[-2]["message"] == "cancelled"
+    assert seen.frames[-2]["type"] == "error"
+    assert seen.frames[-2]["message"] == "cancelled: the server is shutting down"
     assert seen.frames[-1]["type"] == "end"
     assert stopping.stop(None) == 0
     assert "1 run(s) may finish within 0 s" in stopping.log()

@@ -474,7 +474,8 @@ def test_cancel_on_disconnect(server: Server, cancel: bool) -> None:
     check_order(stream.frames)
     outcome = stream.frames[-2]
     if cancel:
-        assert (outcome["type"], outcome["message"]) == ("error", "cancelled")
+        said = "cancelled: its client disconnected (cancelOnDisconnect)"
+        assert (outcome["type"], outcome["message"]) == ("error", said)
     else:
         assert outcome["type"] == "result"
         assert [f["text"] for f in stream.frames if f["type"] == "stdout"][-1] == "24"
@@ -648,7 +649,7 @@ def test_sigterm_lets_runs_finish_in_grace_then_cancels_the_rest(
         assert [f["advice"] for f in stream.frames if f["type"] == "hook"] == [["cleaned"]]
     for stream in streams[:3]:
         assert stream.frames[-3]["type"] == "error"
-        assert stream.frames[-3]["message"] == "cancelled"
+        assert stream.frames[-3]["message"] == "cancelled: the server is shutting down"
     assert streams[3].frames[-3]["type"] == "result"  # finished within the grace
     assert watched.code == 1001 and watched.errors[0]["error"] == "going-away"
     leftovers = [

@@ -130,7 +130,7 @@ async def test_stop_waits_for_runs_then_cancels_them(tmp_path: Path, no_leaks: N
     ((frames, close),) = result
     assert close == 1000
     check_order(frames)
-    assert frames[-2]["message"] == "cancelled"
+    assert frames[-2]["message"] == "cancelled: the server is shutting down"
 
 
 async def test_a_failing_broadcaster_leaves_its_streams_to_follow_alone(

@@ -36,6 +36,7 @@ from ..run.scriptrun import Run
 from ..run.storedrun import StoredRun
 from ..service.admission import run_profile
 from ..service.connection import ServerConnection
+from ..service.endpoints import CLIENT_GONE
 from ..service.execrequest import ExecRequest, parse_exec
 from ..service.logredact import open_logged_runtime
 from ..service.options import Listening, ServiceOptions
@@ -153,7 +154,7 @@ class Gateway(Service):
                 conn, journal, 0, wake, run=cast(Run, remote), cancels=True
             )
         if request.cancel_on_disconnect and not journal.finished:
-            remote.cancel()
+            remote.cancel(CLIENT_GONE)
         return ending
 
     def _runs_counted(self) -> int:

@@ -53,8 +53,9 @@ class RemoteRun:
         self._cluster = cluster
         self._nursery = nursery
 
-    def cancel(self) -> None:
-        self.send({"type": Control.CANCEL})
+    def cancel(self, why: str | None = None) -> None:
+        """Cancels the run on its worker; `why`, said in its `error` (`Run.cancel`)."""
+        self.send({"type": Control.CANCEL} if why is None else {"type": Control.CANCEL, "why": why})
 
     def send(self, message: dict[str, Any]) -> None:
         self._nursery.start_soon(self._send, orjson.dumps(message))

@@ -71,6 +71,10 @@ logger = logging.getLogger("mcpx_hooks.worker")
 
 #: A take waits this long for a request before it looks whether to stop.
 TAKE_WAIT_S: Final = 1.0
+#: Why the runs still going when a stopping worker's grace has passed are cancelled.
+WORKER_STOPPING: Final = "the worker is shutting down"
+#: The most of a gateway's `why` for a cancellation a run's `error` says.
+WHY_MAX: Final = 200
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -135,7 +139,7 @@ class Worker:
 
     def cancel_all(self) -> None:
         for run in list(self.active.values()):
-            run.cancel()
+            run.cancel(WORKER_STOPPING)
 
     async def _take(self, taken: Taken, slots: trio.Semaphore) -> None:
         try:
@@ -303,7 +307,8 @@ def _act(run: Run, data: bytes) -> None:
     if not isinstance(message, dict):
         return
     if message.get("type") == Control.CANCEL:
-        run.cancel()
+        why = message.get("why")  # (a gateway's: its shutdown, its client gone)
+        run.cancel(why[:WHY_MAX] if isinstance(why, str) else None)
     elif message.get("type") == Control.ANSWER:
         run.asks.answer(str(message.get("askId")), str(message.get("answer")), AnsweredBy.CLIENT)
 

@@ -110,6 +110,24 @@ class ScriptOutcome(Record):
             f" file under ${ARTIFACTS_DIR_VAR} (an artifact)"
         )
 
+    def failure(self, timeout_ms: int) -> str:
+        """Why the script failed, in words (it did not succeed)."""
+        process = self.process
+        if self.timed_out:
+            return f"the script timed out after {timeout_ms} ms; its tree was killed"
+        if self.exception:
+            return self.exception
+        if process.lost:
+            return (
+                "the spawner died while the script ran, and the script's tree with it; a new "
+                "spawner serves the next run (this one is not retried)"
+            )
+        if (over := process.over_memory) is not None:
+            return f"over memoryMb {over}: the script's tree went over its memory bound"
+        if process.signal is not None:
+            return f"the script was killed by signal {process.signal}"
+        return f"the script exited with status {process.exit_code}"
+
 
 #: What a JSON document can begin with (after white space), as `loads` reads it.
 _JSON_STARTS: Final = frozenset(b'{["-0123456789tfnNI')

@@ -108,8 +108,12 @@ class Run:
         self.ending_scope = trio.CancelScope()  # (its suffix hooks': `exec`'s 3rd Ctrl-C)
         #: Its open questions: answers from clients, the terminal or flags settle them here.
         self.asks = Asks()
+        self.cancelled_why: str | None = None  # (the first canceller's that said)
 
-    def cancel(self) -> None:
+    def cancel(self, why: str | None = None) -> None:
+        """Cancels the run; its `error` says "cancelled: `why`" if it is the first."""
+        if not self.cancel_scope.cancel_called:
+            self.cancelled_why = why
         self.cancel_scope.cancel()
 
 
@@ -218,7 +222,8 @@ async def _ended(
 ) -> None:
     """The run's `result` or `error`, its suffix hooks, its `end` (the caller shields it)."""
     if cancelled:
-        state.value, state.message, state.cause = None, "cancelled", ErrorCause.CANCELLED
+        said = "cancelled" + (f": {run.cancelled_why}" if run.cancelled_why else "")
+        state.value, state.message, state.cause = None, said, ErrorCause.CANCELLED
     outcome = outcome_frame(state)
     run.journal.append(outcome)
     ctx = attrs.evolve(
@@ -339,22 +344,10 @@ async def _run_script(  # noqa: PLR0917
             state.value = (outcome.result_value(python=python),)
             if (note := outcome.result_warning(python)) is not None:
                 run.journal.append(blank(WarningFrame, message=note))
-        elif outcome.timed_out:
-            state.message = f"the script timed out after {req.timeout_ms} ms; its tree was killed"
-            state.cause = ErrorCause.TIMEOUT
-        elif outcome.exception:
-            state.message = outcome.exception
-        elif process.lost:
-            state.message = (
-                "the spawner died while the script ran, and the script's tree with it; a new "
-                "spawner serves the next run (this one is not retried)"
-            )
-        elif (over := process.over_memory) is not None:
-            state.message = f"over memoryMb {over}: the script's tree went over its memory bound"
-        elif process.signal is not None:
-            state.message = f"the script was killed by signal {process.signal}"
         else:
-            state.message = f"the script exited with status {process.exit_code}"
+            state.message = outcome.failure(req.timeout_ms)
+            if outcome.timed_out:
+                state.cause = ErrorCause.TIMEOUT
         state.stderr_tail = _tail(process.stderr_tail, STDERR_TAIL_IN_ERROR)
         state.stdout_tail = _tail(outcome.stdout_tail, STDOUT_TAIL_IN_ERROR)
 

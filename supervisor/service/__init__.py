@@ -34,7 +34,7 @@ __all__, __getattr__, __dir__ = exports(
             "declared_vars",
             "run_profile",
         ),
-        "endpoints": ("Endpoints",),
+        "endpoints": ("CLIENT_GONE", "Endpoints"),
         "execrequest": (
             "EXEC_FIELDS",
             "ExecRequest",

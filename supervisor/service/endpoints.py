@@ -32,6 +32,8 @@ from .targets import Endpoint, Target, check_from, check_query, parse_events, pa
 from .wire import Close, WireError
 
 SHUTTING_DOWN: Final = "the server is shutting down"
+#: Why a run whose client asked `cancelOnDisconnect` is cancelled when it goes.
+CLIENT_GONE: Final = "its client disconnected (cancelOnDisconnect)"
 
 
 class Endpoints:
@@ -140,7 +142,7 @@ class Endpoints:
         wake.idle = False
         ending = await self.streams.stream_run(conn, run.journal, 0, wake, run=run, cancels=True)
         if request.cancel_on_disconnect and not run.journal.finished:
-            run.cancel()
+            run.cancel(CLIENT_GONE)
         return ending
 
     async def _follow(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:

@@ -193,7 +193,7 @@ class Service(Endpoints):
         with trio.move_on_after(self.limits.grace_s):
             await self._wait_runs()
         for run in list(self._active.values()):
-            run.cancel()
+            run.cancel(SHUTTING_DOWN)
         if self._active:  # (an operator waiting on a stop that does not come should know why)
             logger.warning("%d run(s) cancelled after the grace; %s", len(self._active), _ON)
         with trio.move_on_after(self.cancelled_s):
