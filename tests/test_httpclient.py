@@ -12,7 +12,8 @@ import pytest
 import trio
 
 from mcpx_hooks.supervisor.service import httpclient
-from mcpx_hooks.supervisor.service.remote import Remote, RemoteError
+from mcpx_hooks.supervisor.service.remote import Remote
+from mcpx_hooks.supervisor.service.remoteread import RemoteError
 
 Answer = Callable[[trio.SocketStream], Awaitable[None]]
 

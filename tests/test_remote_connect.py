@@ -19,7 +19,8 @@ import pytest
 import trio
 
 from mcpx_hooks.supervisor.service import remote as client
-from mcpx_hooks.supervisor.service.remote import Remote, RemoteError, open_remote
+from mcpx_hooks.supervisor.service.remote import Remote, open_remote
+from mcpx_hooks.supervisor.service.remoteread import RemoteError
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 

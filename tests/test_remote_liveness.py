@@ -16,7 +16,8 @@ import trio.testing
 from service_client import Server, start_server
 
 from mcpx_hooks.supervisor.service.liveness import LOST_AFTER_S, PING_AFTER_S
-from mcpx_hooks.supervisor.service.remote import Remote, RemoteError, exec_remote
+from mcpx_hooks.supervisor.service.remote import Remote, exec_remote
+from mcpx_hooks.supervisor.service.remoteread import RemoteError
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """A remote client holds a server's frames to their classes' wire shape (`core/wireshape.py`,
-`service/remote.frame_problem`): every frame a server writes from the table passes, with its
+`service/remoteread.frame_problem`): every frame a server writes from the table passes, with its
 optional fields or without them; one missing a field it must have, or holding one of another
 type, is named by where it is wrong."""
 
@@ -18,7 +18,7 @@ from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.frames import FrameType, blank, stamp
 from mcpx_hooks.supervisor.core.hookframes import FRAME_CLASSES, HookFrame
 from mcpx_hooks.supervisor.core.wireshape import shape_problem
-from mcpx_hooks.supervisor.service.remote import frame_problem
+from mcpx_hooks.supervisor.service.remoteread import frame_problem
 
 
 def filled(hint: Any) -> Any:

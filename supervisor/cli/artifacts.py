@@ -140,7 +140,7 @@ async def copy_remote(remote: Remote, frames: Sequence[Mapping[str, Any]], direc
     import trio
 
     from ..service.httpclient import artifact_path, open_get
-    from ..service.remote import RemoteError
+    from ..service.remoteread import RemoteError
 
     problems: list[str] = []
     copied = 0

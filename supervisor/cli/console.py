@@ -44,7 +44,7 @@ def page_address(url: str, token: str | None) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..service.access import TokenFileError
     from ..service.httpclient import get_json
-    from ..service.remote import RemoteError
+    from ..service.remoteread import RemoteError
 
     try:
         target = remote(args)

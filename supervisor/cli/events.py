@@ -27,6 +27,7 @@ def add_arguments(ev: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..service import remote as client
     from ..service.access import TokenFileError
+    from ..service.remoteread import RemoteError
 
     replaying: list[int] = [] if args.since is None else [args.since]
 
@@ -39,6 +40,6 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         run_async(client.follow_events, remote(args), args.kinds, args.since, show)
-    except (client.RemoteError, TokenFileError) as exc:
+    except (RemoteError, TokenFileError) as exc:
         return remote_failed("events", exc)
     return EXIT_OK

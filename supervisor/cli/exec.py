@@ -303,6 +303,7 @@ def _run_remote(args: argparse.Namespace) -> int:
 
     from ..service import remote as client
     from ..service.access import TokenFileError
+    from ..service.remoteread import RemoteError
     from .execstop import RemoteStopping
     from .execview import Output, OutputClosed, exec_remote_viewed, raise_closed
 
@@ -312,7 +313,7 @@ def _run_remote(args: argparse.Namespace) -> int:
     except (Usage, OSError, json.JSONDecodeError, TokenFileError) as exc:
         say(f"mcpx-hooks exec: {exc}")
         return EXIT_USAGE
-    except client.RemoteError as exc:
+    except RemoteError as exc:
         return remote_failed("exec", exc)
     out = Output(on_closed=raise_closed)
     stopping = RemoteStopping(say)
@@ -322,7 +323,7 @@ def _run_remote(args: argparse.Namespace) -> int:
         try:
             viewed = partial(exec_remote_viewed, stopping=stopping)
             frames = run_async(viewed, target, request, out, args.json, answering.responder(args))
-        except client.RemoteError as exc:
+        except RemoteError as exc:
             failed = remote_failed("exec", exc)
             if stopping.run_id:  # (begun, and its socket lost: not the run, maybe)
                 say(

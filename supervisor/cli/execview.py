@@ -252,7 +252,8 @@ async def serve_remote_still_running(
     those carry the event that triggered them (`trigger`). If the server will not give its
     events, the view goes without the line. `stopping` hears the run's hook events too (what
     a second Ctrl-C says the server still runs)."""
-    from ..service.remote import RemoteError, Unreachable, messages, open_remote
+    from ..service.remote import open_remote
+    from ..service.remoteread import RemoteError, Unreachable, messages
 
     async def own() -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
         async for event in messages(ws):

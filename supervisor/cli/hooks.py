@@ -88,10 +88,11 @@ def hooks_list(args: argparse.Namespace) -> int:
 
         from ..service import remote as client
         from ..service.access import TokenFileError
+        from ..service.remoteread import RemoteError
 
         try:
             found = run_async(client.list_hooks, remote(args))
-        except (client.RemoteError, TokenFileError) as exc:
+        except (RemoteError, TokenFileError) as exc:
             return remote_failed("hooks list", exc)
         if args.json:
             print(json.dumps(found, indent=2))

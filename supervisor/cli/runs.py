@@ -79,7 +79,7 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..service.access import TokenFileError
-    from ..service.remote import RemoteError
+    from ..service.remoteread import RemoteError
 
     command = f"runs {args.runs_command}"
     if args.runs_command == "verify":
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _list(target: Any) -> list[dict[str, Any]]:
     from ..service.httpclient import get_json
-    from ..service.remote import RemoteError
+    from ..service.remoteread import RemoteError
 
     runs = await get_json(target, "/v1/runs")
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
@@ -118,7 +118,8 @@ async def _show(target: Any, run_id: str, as_json: bool, verbose: bool) -> None:
     from urllib.parse import quote
 
     from ..core.jsontext import dumps
-    from ..service.remote import messages, open_remote
+    from ..service.remote import open_remote
+    from ..service.remoteread import messages
     from .runview import RunView
 
     # As `exec` shows a run: the wait for an answer, how it would exit.

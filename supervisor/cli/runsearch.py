@@ -61,7 +61,7 @@ def _limit(text: str) -> int:
 
 def search(args: argparse.Namespace, command: str) -> int:
     from ..service.access import TokenFileError
-    from ..service.remote import RemoteError
+    from ..service.remoteread import RemoteError
 
     if not args.query.strip():  # (`*` or a stray quote is text, and matches nothing)
         return usage(command, NOTHING_TO_FIND)
@@ -77,7 +77,7 @@ def search(args: argparse.Namespace, command: str) -> int:
 
 async def _remote(target: Any, query: str, run_id: str | None, limit: int) -> list[dict[str, Any]]:
     from ..service.httpclient import get_json
-    from ..service.remote import RemoteError
+    from ..service.remoteread import RemoteError
 
     asked = {"q": query, "run": run_id, "limit": limit}
     found = await get_json(target, "/v1/search", asked)

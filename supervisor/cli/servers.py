@@ -124,13 +124,14 @@ def run(args: argparse.Namespace) -> int:
     if args.remote:
         from ..service import remote as client
         from ..service.access import TokenFileError
+        from ..service.remoteread import RemoteError
         from .common import remote, remote_failed, usage
 
         if args.config or args.no_start:
             return usage("servers list", "--config and --no-start are local; --remote asks")
         try:
             servers = run_async(client.list_servers, remote(args))
-        except (client.RemoteError, TokenFileError) as exc:
+        except (RemoteError, TokenFileError) as exc:
             return remote_failed("servers list", exc)
     else:
         config = load(args)

@@ -21,7 +21,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx
 import trio
 
-from .remote import CONNECT_TIMEOUT_S, Remote, RemoteError
+from .remote import CONNECT_TIMEOUT_S, Remote
+from .remoteread import RemoteError
 from .remotewords import said_in
 from .wsopen import connect_failure
 

@@ -10,13 +10,12 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Final, TypeVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import attrs
-import orjson
 import trio
 from trio_websocket import (
     ConnectionClosed,
@@ -27,17 +26,14 @@ from trio_websocket import (
 )
 
 from ..core.effects import AnsweredBy
-from ..core.errors import HooksError
-from ..core.events import Event, Gap
-from ..core.frames import STREAM_ENDS, STREAM_TYPES, Control, FrameType, ServiceMessage
-from ..core.hookframes import FRAME_CLASSES
-from ..core.jsontext import is_unicode, wire_loads
+from ..core.frames import STREAM_TYPES, Control, FrameType, ServiceMessage
+from ..core.jsontext import is_unicode
 from ..core.records import Record
-from ..core.wireshape import shape_problem
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
 from .liveness import Heard, lost
-from .remotewords import closed, refusal, silent
+from .remoteread import RemoteError, Unreachable, batches, event_problem, messages
+from .remotewords import refusal, silent
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
 from .wsopen import connect_failure, open_websocket
 
@@ -49,24 +45,6 @@ DEFAULT_URL: Final = f"ws://{DEFAULT_HOST}:{DEFAULT_PORT}"
 MAX_INCOMING: Final = 64 * 1024 * 1024
 CONNECT_TIMEOUT_S: Final = 10.0
 CLOSE_TIMEOUT_S: Final = 2.0
-
-
-#: How an output frame's line ends (its type last, as the journal writes it).
-_OUTPUT_ENDS: Final = tuple(end.decode() for end in STREAM_ENDS.values())
-
-
-class RemoteError(HooksError):
-    """The server could not be reached, refused, or ended the socket with an error.
-    `bad_input` when the server said the request itself was wrong (exit 2, not 1)."""
-
-    def __init__(self, message: str, *, bad_input: bool = False) -> None:
-        super().__init__(message)
-        self.bad_input = bad_input
-
-
-class Unreachable(RemoteError):
-    """No connection to the server, or no handshake within `CONNECT_TIMEOUT_S`: another
-    connection to it now would fare no better."""
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -124,91 +102,6 @@ async def open_remote(
     except HandshakeError as exc:
         why = connect_failure(exc.__cause__ or exc)
         raise Unreachable(f"cannot connect to {remote.url}: {why}") from None
-
-
-async def messages(
-    ws: WebSocketConnection,
-    ends: tuple[Close, ...] = (Close.NORMAL,),
-    after: Callable[[], object] | None = None,
-    problem: Callable[[dict[str, Any]], str | None] | None = None,
-    *,
-    frames: bool = False,
-) -> AsyncGenerator[dict[str, Any], None]:
-    """Every JSON object the server sends, in order, until it closes with one of `ends`;
-    `after` is called once those of each WebSocket message are handed on. An error message
-    (one without `seq`) then another close code raises `RemoteError`; one with `askId` (an
-    answer refused, the socket stays open) is handed on like a frame. An object `problem`
-    finds wrong raises `RemoteError` saying so: the server is not one. `frames`: a run's
-    frames, held to `frame_problem`; its output lines (most of a run) by their text alone,
-    read on a path of their own."""
-    error: dict[str, Any] | None = None
-    if frames:
-        problem = frame_problem
-    while True:
-        try:
-            message = await ws.get_message()
-        except ConnectionClosed as exc:
-            if exc.reason is not None and exc.reason.code in ends:
-                return
-            if error is not None:
-                raise RemoteError(
-                    f"the server said: {error.get('message')}",
-                    bad_input=error.get("code") == Close.BAD_REQUEST,
-                ) from None
-            raise RemoteError(closed(exc.reason)) from None
-        text = message.decode(errors="replace") if isinstance(message, bytes) else message
-        for line in text.split("\n"):
-            if not line:
-                continue
-            if frames and line.endswith(_OUTPUT_ENDS):
-                try:  # (orjson reads its every number exactly)
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError:  # (as an escaped lone surrogate)
-                    obj = _object_of(line)
-                if obj.__class__ is not dict or obj.get("text").__class__ is not str:
-                    raise RemoteError("the server sent an output frame without its text")
-                yield obj
-                continue
-            obj = _object_of(line)
-            if obj.get("type") == ServiceMessage.ERROR and "seq" not in obj and "askId" not in obj:
-                error = obj
-                continue
-            if problem is not None and (wrong := problem(obj)) is not None:
-                raise RemoteError(f"the server sent {wrong}")
-            yield obj
-        if after is not None:
-            after()
-
-
-#: The class of each frame type this client knows the shape of, by its name.
-_CLASS_OF: Final[Mapping[str, type]] = {str(kind): cls for kind, cls in FRAME_CLASSES.items()}
-
-
-def frame_problem(obj: dict[str, Any]) -> str | None:
-    """What is wrong with a run's frame from the server (a frame of a type this client knows,
-    not of the shape of its class; an answer refused that is not one), else None. Output
-    frames, most of a run, are held to their text alone (all the views read of them)."""
-    kind = obj.get("type")
-    if kind in STREAM_TYPES:
-        return None if isinstance(obj.get("text"), str) else f"a {kind} frame without its text"
-    if "seq" not in obj:
-        ok = isinstance(obj.get("askId"), str) and isinstance(obj.get("message"), str)
-        return None if ok else "a message that is neither a frame nor an answer refused"
-    # (a type this client does not know is shown as it is)
-    cls = _CLASS_OF.get(kind) if isinstance(kind, str) else None
-    wrong = None if cls is None else shape_problem(cls, obj)
-    return None if wrong is None else f"a {kind} frame that is not one: {wrong}"
-
-
-def _object_of(line: str) -> dict[str, Any]:
-    """One line the server sent, as the JSON object it must be; `RemoteError` otherwise."""
-    obj: Any = None
-    with contextlib.suppress(ValueError, RecursionError):
-        obj = wire_loads(line)
-    if not isinstance(obj, dict):
-        shown = line if len(line) <= 80 else f"{line[:80]}…"
-        raise RemoteError(f"the server sent what is not a JSON object: {shown!r}")
-    return obj
 
 
 #: What `exec_remote` holds of a run for its caller besides its output, by frame type: the
@@ -274,18 +167,26 @@ async def exec_remote(
 
             signals = partial(serve_stop_signals, on_more=leave)
             await nursery.start(signals, trio.CancelScope(), ask_cancel, lambda _: on_stop(2))
+
+        def take(frame: dict[str, Any]) -> None:
+            if frame.get("askId") and "seq" not in frame:  # an answer the server refused
+                print(f"mcpx-hooks: {frame.get('message')}", file=sys.stderr, flush=True)
+                return
+            if (kind := frame.get("type")) not in STREAM_TYPES:
+                kept = kind if isinstance(kind, str) and kind in HELD else None
+                if counts[kept] < HELD[kept]:
+                    counts[kept] += 1
+                    held.append(frame)
+                watcher.see(frame)  # (before it is shown: a prompt it settles ends first)
+            on_frame(frame)
+
         try:
-            async for frame in messages(ws, after=after_message, frames=True):
-                if frame.get("askId") and "seq" not in frame:  # an answer the server refused
-                    print(f"mcpx-hooks: {frame.get('message')}", file=sys.stderr, flush=True)
-                    continue
-                if (kind := frame.get("type")) not in STREAM_TYPES:
-                    kept = kind if isinstance(kind, str) and kind in HELD else None
-                    if counts[kept] < HELD[kept]:
-                        counts[kept] += 1
-                        held.append(frame)
-                    watcher.see(frame)  # (before it is shown: a prompt it settles ends first)
-                on_frame(frame)
+            async with contextlib.aclosing(batches(ws, frames=True)) as each:
+                async for batch in each:  # (a WebSocket message's frames at once)
+                    for frame in batch:
+                        take(frame)
+                    if after_message is not None:
+                        after_message()
         except RemoteError as exc:
             failed = exc
         nursery.cancel_scope.cancel()
@@ -316,13 +217,6 @@ async def follow_events(
 
     # The signals are taken before connecting: a Ctrl-C while connecting stops too (exit 0).
     await beside(lambda n: n.start(serve_stop_signals, n.cancel_scope), follow)
-
-
-def event_problem(obj: dict[str, Any]) -> str | None:
-    """What is wrong with an event (or gap) from the server, else None."""
-    gap = obj.get("kind") == "gap"
-    wrong = shape_problem(Gap if gap else Event, obj)
-    return None if wrong is None else f"{'a gap' if gap else 'an event'} that is not one: {wrong}"
 
 
 async def beside(
