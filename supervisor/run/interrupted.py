@@ -19,8 +19,10 @@ error and end frames.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from ..history.store import OWNER_MARK, History, Written
 from .storedrun import RunGone, StoredRun
@@ -58,18 +60,40 @@ def alive(token: int) -> bool:
     return pid > 0 and owner_token(pid) == token
 
 
+def orphaned(history: History, summary: Mapping[str, Any]) -> bool:
+    """Whether the stored run `summary` lists is one a gone process left unfinished (the
+    module's words): `running`, with an owner that is no longer there."""
+    run_id = summary.get("runId")
+    if summary.get("status") != "running" or not isinstance(run_id, str):
+        return False
+    owner = history.mark(OWNER_MARK + run_id)
+    return owner is not None and not alive(owner)
+
+
+def as_sealed(history: History, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`summaries`, each of a run a gone process left (`orphaned`) as its seal will list
+    it (read through a chunk at a time, as `seal_interrupted` does), for a reader that does
+    not write the history: such a run is not listed as `running` until a writer seals it.
+    Blocking; raises `HistoryFault` as the history's reads do."""
+    shown = []
+    for summary in summaries:
+        found = None
+        if orphaned(history, summary):
+            with contextlib.suppress(RunGone):  # (dropped meanwhile: listed as it was read)
+                found = StoredRun(history, summary["runId"]).sealed(INTERRUPTED)
+        shown.append(summary if found is None else summary | found[2])
+    return shown
+
+
 def seal_interrupted(history: History) -> list[str]:
     """Ends each stored run whose owner is gone (the module's words); their ids. Blocking:
     run it in a worker thread. Raises `HistoryFault` as the history's reads and writes do.
     A run is read a stored chunk at a time (`StoredRun`), never whole."""
     sealed: list[str] = []
     for summary in history.summaries(LOOKED_AT):
-        run_id = summary.get("runId")
-        if summary.get("status") != "running" or not isinstance(run_id, str):
+        if not orphaned(history, summary):  # (no owner: a gateway's mirror, an older's)
             continue
-        owner = history.mark(OWNER_MARK + run_id)
-        if owner is None or alive(owner):  # (none: a gateway's mirror, an older version's)
-            continue
+        run_id = summary["runId"]
         try:
             found = StoredRun(history, run_id).sealed(INTERRUPTED)
         except RunGone:  # (dropped meanwhile by another process's retention)
