@@ -601,6 +601,17 @@ def test_a_run_whose_supervisor_was_killed_never_lists_as_running(tmp_path: Path
         " (killed, or its machine went down): these are its frames stored so far; the next"
         " mcpx-hooks that writes this run history (a serve, an exec) ends it there\n"
     ), shown
+    # So does a server's list (GET /v1/runs, the console's) while its seal is under way.
+    from mcpx_hooks.supervisor.run.journals import Journals
+
+    reader = History.open(db, writes=False)
+    try:
+        listed_by_server = Journals(256, history=reader).summaries()
+    finally:
+        reader.close()
+    assert [(r["runId"], r["status"]) for r in listed_by_server] == [
+        ("m1", "running"), ("k1", "error")
+    ], listed_by_server  # fmt: skip
     con = sqlite3.connect(db)  # (read only: the history is as it was)
     try:
         assert con.execute("SELECT count(*) FROM runs WHERE finished").fetchone() == (0,)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ..history.store import OWNER_MARK, History, Written
@@ -70,18 +70,40 @@ def orphaned(history: History, summary: Mapping[str, Any]) -> bool:
     return owner is not None and not alive(owner)
 
 
-def as_sealed(history: History, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`summaries`, each of a run a gone process left (`orphaned`) as its seal will list
-    it (read through a chunk at a time, as `seal_interrupted` does), for a reader that does
-    not write the history: such a run is not listed as `running` until a writer seals it.
+def as_sealed(
+    history: History,
+    listed: Callable[[], list[dict[str, Any]]],
+    read: dict[str, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The summaries `listed()` reads, each of a run a gone process left (`orphaned`) as its
+    seal will list it (read through a chunk at a time, as `seal_interrupted` does), for a
+    reader that does not write the history: such a run is not listed as `running` until a
+    writer seals it. One a writer sealed between the summaries' read and its owner's (the
+    seal removes the owner), or as it was read through, has them read again, as the seal
+    stored them. `read`: what such runs' seals say, by run id, kept by a caller that lists
+    again (what is stored of a run whose owner is gone changes no more until its seal).
     Blocking; raises `HistoryFault` as the history's reads do."""
-    shown = []
-    for summary in summaries:
-        found = None
-        if orphaned(history, summary):
-            with contextlib.suppress(RunGone):  # (dropped meanwhile: listed as it was read)
-                found = StoredRun(history, summary["runId"]).sealed(INTERRUPTED)
-        shown.append(summary if found is None else summary | found[2])
+    read = {} if read is None else read
+    for _ in range(2):
+        shown, sealed_meanwhile = [], False
+        for summary in listed():
+            run_id = summary.get("runId")
+            if not isinstance(run_id, str) or summary.get("status") != "running":
+                shown.append(summary)
+                continue
+            if run_id not in read and orphaned(history, summary):
+                with contextlib.suppress(RunGone):  # (dropped meanwhile: listed as read)
+                    found = StoredRun(history, run_id).sealed(INTERRUPTED)
+                    if found is None:  # (its end was stored as it was read: sealed)
+                        sealed_meanwhile = True
+                    else:
+                        read[run_id] = found[2]
+            elif run_id not in read and history.mark(OWNER_MARK + run_id) is None:
+                extent = history.extent(run_id)  # (no owner: ended meanwhile, or never had)
+                sealed_meanwhile |= extent is not None and extent[1]
+            shown.append(summary | read.get(run_id, {}))
+        if not sealed_meanwhile:
+            break
     return shown
 
 
