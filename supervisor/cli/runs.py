@@ -159,7 +159,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
     try:
         if args.runs_command == "list":
             # (One more: are there older? A run a killed process left lists as its seal will.)
-            runs = as_sealed(history, history.summaries(config.runs_retain + 1))
+            runs = as_sealed(history, lambda: history.summaries(config.runs_retain + 1))
             shown = runs[: config.runs_retain]
             print(json.dumps(shown) if args.json else "\n".join(table(shown, where)))
             if len(runs) > len(shown):
