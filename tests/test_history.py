@@ -561,6 +561,64 @@ def test_a_run_whose_supervisor_was_killed_lists_its_duration_as_unknown(tmp_pat
     assert shown[-1] == "end: failed, exec exits 1, duration unknown", shown
 
 
+def test_a_run_whose_supervisor_was_killed_never_lists_as_running(tmp_path: Path) -> None:
+    """Before any process writes the history again (which ends the run there), `runs list`
+    read a run whose process is gone as `running` (for ever, with no `serve` or `exec`
+    after it; for a second or two after a restart): it lists as the next writer will store
+    it, and `runs show` says no server runs it any more."""
+    from mcpx_hooks.supervisor.history.store import OWNER_MARK, History, Written
+    from mcpx_hooks.supervisor.run.interrupted import owner_token
+
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    start = (
+        b'{"runId":"k1","seq":0,"at":"2026-12-05T05:00:00.000Z","type":"start","argv":["job"],'
+        b'"cwd":"/","sandbox":"none"}'
+    )
+    out = b'{"runId":"k1","seq":1,"at":"2026-12-05T05:00:02.500Z","text":"x","type":"stdout"}'
+    mine = start.replace(b"k1", b"m1").replace(b"job", b"mine")
+    db = tmp_path / "state" / "mcpx-hooks" / "history.db"
+    history = History.open(db)
+    try:
+        owners = {OWNER_MARK + "k1": int(gone.stdout), OWNER_MARK + "m1": owner_token()}
+        kept = [
+            Written("k1", 0, [start, out], {"runId": "k1", "argv": ["job"], "status": "running"},
+                    time.time() - 60, False),
+            Written("m1", 0, [mine], {"runId": "m1", "argv": ["mine"], "status": "running"},
+                    time.time() - 30, False),
+        ]  # fmt: skip
+        history.write(kept, marks=owners)
+    finally:
+        history.close()
+    listed = mcpx("runs", "list", cwd=tmp_path).stdout.splitlines()
+    assert listed[-1] == "k1  2026-12-05T05:00:00.000Z  error  exit -  duration unknown  job"
+    assert listed[0] == "m1  -  running  exit -  -  mine"  # (its process, this one, runs it)
+    as_json = json.loads(mcpx("runs", "list", "--json", cwd=tmp_path).stdout)
+    assert [r["status"] for r in as_json] == ["running", "error"], as_json
+    shown = mcpx("runs", "show", "k1", cwd=tmp_path)
+    assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 2, shown
+    assert shown.stderr == (
+        "mcpx-hooks runs show: run k1 has not ended, and the process that ran it is gone"
+        " (killed, or its machine went down): these are its frames stored so far; the next"
+        " mcpx-hooks that writes this run history (a serve, an exec) ends it there\n"
+    ), shown
+    # So does a server's list (GET /v1/runs, the console's) while its seal is under way.
+    from mcpx_hooks.supervisor.run.journals import Journals
+
+    reader = History.open(db, writes=False)
+    try:
+        listed_by_server = Journals(256, history=reader).summaries()
+    finally:
+        reader.close()
+    assert [(r["runId"], r["status"]) for r in listed_by_server] == [
+        ("m1", "running"), ("k1", "error")
+    ], listed_by_server  # fmt: skip
+    con = sqlite3.connect(db)  # (read only: the history is as it was)
+    try:
+        assert con.execute("SELECT count(*) FROM runs WHERE finished").fetchone() == (0,)
+    finally:
+        con.close()
+
+
 def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> None:
     done = mcpx("exec", "--json", "--", "sh", "-c", "echo one; echo two", cwd=tmp_path)
     sent = done.stdout.splitlines()

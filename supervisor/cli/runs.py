@@ -138,6 +138,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
 
     from ..history.faults import HistoryFault
     from ..history.store import History
+    from ..run import as_sealed, orphaned
     from .common import EXIT_FAILED
     from .runverify import history_of, no_history
     from .runview import RunView
@@ -158,7 +159,8 @@ def _local(args: argparse.Namespace, command: str) -> int:
         return EXIT_FAILED
     try:
         if args.runs_command == "list":
-            runs = history.summaries(config.runs_retain + 1)  # (one more: are there older?)
+            # (One more: are there older? A run a killed process left lists as its seal will.)
+            runs = as_sealed(history, lambda: history.summaries(config.runs_retain + 1))
             shown = runs[: config.runs_retain]
             print(json.dumps(shown) if args.json else "\n".join(table(shown, where)))
             if len(runs) > len(shown):
@@ -167,6 +169,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
                     " runs search finds them")  # fmt: skip
             return EXIT_OK
         stored = history.lines(args.run_id)
+        orphan = stored is not None and not stored[1] and orphaned(history, _running(args))
     except HistoryFault as exc:
         say(f"mcpx-hooks {command}: {exc}")
         return EXIT_FAILED
@@ -178,11 +181,21 @@ def _local(args: argparse.Namespace, command: str) -> int:
     view = RunView(verbose=args.verbose)  # as `exec` and `runs show --remote` show a run
     for line in stored[0]:
         print(line.decode() if args.json else "\n".join(view.lines(json.loads(line))))
-    if not stored[1]:  # else a view that stops reads as a run that ended there
+    if orphan:
+        say(f"mcpx-hooks {command}: run {args.run_id} has not ended, and the process that ran"
+            " it is gone (killed, or its machine went down): these are its frames stored so"
+            " far; the next mcpx-hooks that writes this run history (a serve, an exec) ends it"
+            " there")  # fmt: skip
+    elif not stored[1]:  # else a view that stops reads as a run that ended there
         said = "these are its frames stored so far (runs show RUN_ID --remote URL follows it"
         say(f"mcpx-hooks {command}: run {args.run_id} has not ended: {said} on the server"
             " that runs it)")  # fmt: skip
     return EXIT_OK
+
+
+def _running(args: argparse.Namespace) -> dict[str, Any]:
+    """The summary of the stored run `runs show` shows, which has no `end` stored."""
+    return {"runId": args.run_id, "status": "running"}
 
 
 def table(runs: list[dict[str, Any]], url: str) -> list[str]:

@@ -36,6 +36,7 @@ __all__, __getattr__, __dir__ = exports(
         "hookframe": ("FrameBuilder", "HookReport", "child_spec", "granted", "run_process"),
         "hookrun": ("HookKind", "kind_of", "run_hook"),
         "journal": ("FRAME_OVERHEAD", "Follower", "RunJournal"),
+        "interrupted": ("as_sealed", "orphaned"),
         "journals": ("Journals", "UnknownRun", "newest_first", "to_forget"),
         "recording": ("Recorder",),
         "observe": ("serve_observers",),

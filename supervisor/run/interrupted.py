@@ -19,8 +19,10 @@ error and end frames.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from ..history.store import OWNER_MARK, History, Written
 from .storedrun import RunGone, StoredRun
@@ -58,18 +60,62 @@ def alive(token: int) -> bool:
     return pid > 0 and owner_token(pid) == token
 
 
+def orphaned(history: History, summary: Mapping[str, Any]) -> bool:
+    """Whether the stored run `summary` lists is one a gone process left unfinished (the
+    module's words): `running`, with an owner that is no longer there."""
+    run_id = summary.get("runId")
+    if summary.get("status") != "running" or not isinstance(run_id, str):
+        return False
+    owner = history.mark(OWNER_MARK + run_id)
+    return owner is not None and not alive(owner)
+
+
+def as_sealed(
+    history: History,
+    listed: Callable[[], list[dict[str, Any]]],
+    read: dict[str, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The summaries `listed()` reads, each of a run a gone process left (`orphaned`) as its
+    seal will list it (read through a chunk at a time, as `seal_interrupted` does), for a
+    reader that does not write the history: such a run is not listed as `running` until a
+    writer seals it. One a writer sealed between the summaries' read and its owner's (the
+    seal removes the owner), or as it was read through, has them read again, as the seal
+    stored them. `read`: what such runs' seals say, by run id, kept by a caller that lists
+    again (what is stored of a run whose owner is gone changes no more until its seal).
+    Blocking; raises `HistoryFault` as the history's reads do."""
+    read = {} if read is None else read
+    for _ in range(2):
+        shown, sealed_meanwhile = [], False
+        for summary in listed():
+            run_id = summary.get("runId")
+            if not isinstance(run_id, str) or summary.get("status") != "running":
+                shown.append(summary)
+                continue
+            if run_id not in read and orphaned(history, summary):
+                with contextlib.suppress(RunGone):  # (dropped meanwhile: listed as read)
+                    found = StoredRun(history, run_id).sealed(INTERRUPTED)
+                    if found is None:  # (its end was stored as it was read: sealed)
+                        sealed_meanwhile = True
+                    else:
+                        read[run_id] = found[2]
+            elif run_id not in read and history.mark(OWNER_MARK + run_id) is None:
+                extent = history.extent(run_id)  # (no owner: ended meanwhile, or never had)
+                sealed_meanwhile |= extent is not None and extent[1]
+            shown.append(summary | read.get(run_id, {}))
+        if not sealed_meanwhile:
+            break
+    return shown
+
+
 def seal_interrupted(history: History) -> list[str]:
     """Ends each stored run whose owner is gone (the module's words); their ids. Blocking:
     run it in a worker thread. Raises `HistoryFault` as the history's reads and writes do.
     A run is read a stored chunk at a time (`StoredRun`), never whole."""
     sealed: list[str] = []
     for summary in history.summaries(LOOKED_AT):
-        run_id = summary.get("runId")
-        if summary.get("status") != "running" or not isinstance(run_id, str):
+        if not orphaned(history, summary):  # (no owner: a gateway's mirror, an older's)
             continue
-        owner = history.mark(OWNER_MARK + run_id)
-        if owner is None or alive(owner):  # (none: a gateway's mirror, an older version's)
-            continue
+        run_id = summary["runId"]
         try:
             found = StoredRun(history, run_id).sealed(INTERRUPTED)
         except RunGone:  # (dropped meanwhile by another process's retention)

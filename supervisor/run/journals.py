@@ -22,6 +22,7 @@ from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from ..history.faults import HistoryFault
 from ..history.store import History
 from .artifacts import ArtifactGone, ArtifactStore, Stored
+from .interrupted import as_sealed
 from .journal import RunJournal
 from .storedrun import StoredRun
 from .telemetry import Telemetry
@@ -54,6 +55,8 @@ class Journals:
         self.history = history
         self.recorder = recorder
         self._settle = settle
+        #: What the seals of the stored runs killed processes left say (`as_sealed`).
+        self._orphans: dict[str, dict[str, Any]] = {}
         #: What each new run's frames are counted by and exported to (`telemetry.py`).
         self.telemetry = telemetry or Telemetry()
         #: The runs' artifacts, removed with the run that made them.
@@ -117,12 +120,16 @@ class Journals:
     def summaries(self) -> list[dict[str, Any]]:
         """Each retained run's `summary`, newest first: those in memory and the history's
         others (at most `retain` of those), which other processes (`exec`, `mcp`) may have
-        started after this one's runs."""
+        started after this one's runs; one a killed process left, as its seal will list it
+        (`as_sealed`), not `running` until the seal is stored. Blocking: a worker thread."""
         held = [j.summary() for j in reversed(self._runs.values())]
         if self.history is None:
             return held
         try:
-            return newest_first(held, self.history.summaries(self.retain, self._runs))
+            # (A run a killed process left lists as its seal, under way, will store it.)
+            history, retain, runs = self.history, self.retain, self._runs
+            stored = as_sealed(history, lambda: history.summaries(retain, runs), self._orphans)
+            return newest_first(held, stored)
         except HistoryFault:
             return held
 

@@ -23,6 +23,9 @@ const page = {
   running: new RunningHooks(),
   lost: false,
   restarted: false,
+  // The server closed the event stream saying it is shutting down (SIGTERM): the runs it
+  // lets finish still stream, so it is not said to be unreachable.
+  stopping: false,
 };
 
 function banner(text) {
@@ -117,21 +120,28 @@ function openEvents() {
         page.runs.refresh();
       }
     },
-    onState: (state) => {
+    onState: (state, closed) => {
       if (state === "open") {
         link("live", "live");
+        page.stopping = false;
         if (page.lost) {
           page.lost = false;
           back();
         }
       } else if (state === "lost") {
         page.restarted = false;
+        const going = closed && closed.code === Close.GOING_AWAY;
         if (!page.lost) {
-          announce("connection to the server lost; reconnecting");
+          announce(going ? "the server is shutting down; runs under way may still finish" : "connection to the server lost; reconnecting");
           page.knownAtLoss = new Set(page.runs.known);
         }
         page.lost = true;
-        link("server unreachable — reconnecting…", "lost");
+        if (going && !page.stopping) {
+          page.stopping = true;
+          if (page.run) page.run.stopping();
+        }
+        if (page.stopping) link("server shutting down: runs under way may still finish — reconnecting when it is back…", "stopping");
+        else link("server unreachable — reconnecting…", "lost");
         refused();
       }
     },

@@ -38,6 +38,14 @@ function settledText(asked, sent, reason) {
   return `${said}; the "${sent}" sent from this page was not taken${late ? ": it came after the deadline" : ": the first answer counts"}`;
 }
 
+/** What a question says whose run ended with no word on it (no hook frame settled it): the
+ * server that ran it stopped first (killed: the next one ended the run where its history
+ * ends), and the run's end as that history has it (`outcome`: its result or error frame). */
+function unanswered(outcome) {
+  const ended = !outcome ? "the run ended with no outcome" : outcome.type === FrameType.ERROR ? `the run ended in error: ${outcome.message}` : `the run ended: ${outcome.type}`;
+  return `not answered: the server stopped before the question was answered; ${ended}`;
+}
+
 /** The address of a run, or of one of its frames: `#/runs/ID` and `#/runs/ID@seq`. */
 export function runLink(runId, seq = null) {
   return `#/runs/${encodeURIComponent(runId)}${seq === null ? "" : `@${seq}`}`;
@@ -185,6 +193,14 @@ export class RunView {
     if (state === "open" && !this.ended) this.say(null);
   }
 
+  /** The server said it is shutting down (SIGTERM): it lets the runs under way finish for a
+   * while (its grace), streaming them and taking their answers, then cancels those left. */
+  stopping() {
+    if (this.ended || !this.socket.isOpen) return;
+    this.shutdownSaid = true;
+    this.say("The server is shutting down: this run may still finish (its frames still come here, and its question can still be answered) until the server's grace ends; then it is cancelled.");
+  }
+
   say(text) {
     const said = text || this.note;
     this.notice.hidden = !said;
@@ -275,6 +291,7 @@ export class RunView {
     if (frame.type === FrameType.RESULT || frame.type === FrameType.ERROR) this.outcome = frame;
     if (frame.type === FrameType.END) {
       this.ended = true;
+      if (this.shutdownSaid) this.say(null); // (what the server's shutdown meant for it is over)
       this.header(this.start, frame);
       this.closeAsks();
       if (this.running) this.showRunning();
@@ -418,7 +435,7 @@ export class RunView {
       ask.left.remove();
       keepFocus(ask.group, ask.state);
       for (const b of ask.buttons) b.disabled = true;
-      ask.state.textContent = "the run has ended";
+      ask.state.textContent = visible(unanswered(this.outcome));
       this.toQuestion.gone(ask.frame.askId);
     }
     this.asks.clear();
