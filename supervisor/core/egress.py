@@ -29,7 +29,11 @@ _PORT: Final = (
     r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
 )
 #: What one item of a `network` list must look like (the config schema's pattern).
-PATTERN: Final = rf"^{_LABEL}(\.{_LABEL})*(:{_PORT})?$"
+#: (A name is at most 253 characters, `NAME_MAX`: a glob longer than that matches none.)
+PATTERN: Final = rf"^(?=[^:]{{1,253}}(:|$)){_LABEL}(\.{_LABEL})*(:{_PORT})?$"
+#: The longest name, and label, DNS has.
+NAME_MAX: Final = 253
+LABEL_MAX: Final = 63
 _COMPILED: Final = re.compile(PATTERN)
 #: What an item of a `network` list is, in words (a config error says it, not `PATTERN`).
 ITEM_WORDS: Final = 'a host glob with an optional port ("pypi.org", "*.example.com:8443")'
@@ -86,6 +90,13 @@ def item_hint(item: str) -> str:
             )
     if item.count(":") > 1:
         return "; an IPv6 address cannot be named (a name that resolves to one can)"
+    if len(host) > NAME_MAX:
+        return f"; a name is at most {NAME_MAX} characters, and this one has {len(host)}"
+    if long := [label for label in host.split(".") if len(label) > LABEL_MAX]:
+        return (
+            f"; a label (between dots) is at most {LABEL_MAX} characters, and"
+            f' "{long[0][:20]}…" has {len(long[0])}'
+        )
     return ""
 
 
