@@ -226,3 +226,20 @@ def test_a_name_with_its_trailing_dot_is_the_name_its_item_admits() -> None:
     why = egress.refusal("example.org.", 443, None, "[script] network")
     assert why.endswith('; "example.org" in [script] network would admit it')
     assert egress.valid(egress.host_item("example.org.", 8443))
+
+
+def test_a_name_or_a_label_too_long_is_refused_saying_so(tmp_path: Path) -> None:
+    """A 300-character name was taken by the config, though the proxy refuses any request
+    for it (400: no name is that long), so the item admitted nothing; a label of 64 was
+    refused with no word of why."""
+    long_name = ".".join(["a" * 60] * 5)  # 304 characters, each label fine
+    assert not egress.valid(long_name)
+    assert egress.valid(".".join(["a" * 63] * 3) + ".abc:8443")  # 195: fine
+    config = write(tmp_path / "c.toml", HOOK + f'network = ["{long_name}", "{"b" * 64}.org"]\n')
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, config)
+    said = [p.message for p in caught.value.problems]
+    assert said[0].endswith("; a name is at most 253 characters, and this one has 304")
+    assert said[1].endswith(
+        '; a label (between dots) is at most 63 characters, and "bbbbbbbbbbbbbbbbbbbb…" has 64'
+    )

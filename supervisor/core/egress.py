@@ -29,7 +29,11 @@ _PORT: Final = (
     r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
 )
 #: What one item of a `network` list must look like (the config schema's pattern).
-PATTERN: Final = rf"^{_LABEL}(\.{_LABEL})*(:{_PORT})?$"
+#: (A name is at most 253 characters, `NAME_MAX`: a glob longer than that matches none.)
+PATTERN: Final = rf"^(?=[^:]{{1,253}}(:|$)){_LABEL}(\.{_LABEL})*(:{_PORT})?$"
+#: The longest name, and label, DNS has.
+NAME_MAX: Final = 253
+LABEL_MAX: Final = 63
 _COMPILED: Final = re.compile(PATTERN)
 #: What an item of a `network` list is, in words (a config error says it, not `PATTERN`).
 ITEM_WORDS: Final = 'a host glob with an optional port ("pypi.org", "*.example.com:8443")'
@@ -86,6 +90,13 @@ def item_hint(item: str) -> str:
             )
     if item.count(":") > 1:
         return "; an IPv6 address cannot be named (a name that resolves to one can)"
+    if len(host) > NAME_MAX:
+        return f"; a name is at most {NAME_MAX} characters, and this one has {len(host)}"
+    if long := [label for label in host.split(".") if len(label) > LABEL_MAX]:
+        return (
+            f"; a label (between dots) is at most {LABEL_MAX} characters, and"
+            f' "{long[0][:20]}…" has {len(long[0])}'
+        )
     return ""
 
 
@@ -153,16 +164,65 @@ def blocked_message(host: str) -> str:
 def refusal(host: str, port: int, note: str | None, declared: str) -> str:
     """What an `egress` frame says of a refused host: `note` (a secret sent to a host outside
     its hosts) as the hook frame says it, else that the host is not in the list, and the item
-    that, added to `declared` (where the child's list is declared), would admit it."""
+    that, added to `declared` (where the child's list is declared), would admit it; where no
+    item names the host (an IPv6 address, a label no item's can be), why, and what can."""
     if note is not None:
         return note
-    return f'{blocked_message(host)}; "{host_item(host, port)}" in {declared} would admit it'
+    blocked, item = blocked_message(host), host_item(host, port)
+    if valid(item):
+        return f'{blocked}; "{item}" in {declared} would admit it'
+    if ":" in host:
+        return (
+            f'{blocked}; no item of a list names an IPv6 address (only "*" admits one, and'
+            " every host with it): list a name that resolves to it"
+        )
+    glob = "*." + host.partition(".")[2] if "." in host else "*"
+    glob = glob if valid(glob) else "*"
+    return (
+        f"{blocked}; no item names it as written (a label of an item begins and ends with a"
+        f' letter or a digit): a glob such as "{host_item(glob, port)}" in {declared} would'
+        " admit it"
+    )
 
 
 def host_item(host: str, port: int) -> str:
     """`host:port` as a list's item names it: the port left out when it is 80 or 443."""
     name = host.removesuffix(".")  # (an item is written without it: the config refuses it)
     return name if port in DEFAULT_PORTS else f"{name}:{port}"
+
+
+#: What the resolver reads as an IPv4 address though it is not in dotted quads: one to four
+#: numbers, each decimal, octal (`0177`) or hex (`0x7f`): `2130706433`, `127.1`.
+_NUMBER: Final = r"(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)"
+_IPV4_OTHERWISE: Final = re.compile(rf"{_NUMBER}(\.{_NUMBER}){{0,3}}\Z")
+
+
+def _ipv4(host: str) -> str | None:
+    """The dotted quads of an address the resolver reads in `host` (`inet_aton`'s forms:
+    the last number fills the bits the others leave), None where it reads none."""
+    if not _IPV4_OTHERWISE.match(host):
+        return None
+    numbers = [
+        int(n, 16) if n[:2].lower() == "0x" else int(n, 8 if n[0] == "0" else 10)
+        for n in host.split(".")
+    ]
+    *parts, last = numbers
+    if any(n > 255 for n in parts) or last >= 1 << 8 * (4 - len(parts)):
+        return None
+    value = last
+    for i, n in enumerate(parts):
+        value |= n << 8 * (3 - i)
+    return str(ipaddress.IPv4Address(value))
+
+
+def canonical(host: str) -> str:
+    """`host` (a `host_name`) as the proxy judges, looks up and names it: a name without its
+    trailing dot (`localhost.` is `localhost`, which its item admits and the resolver finds),
+    an IPv4 address the resolver would read in another form as its dotted quads
+    (`2130706433` is `127.0.0.1`), anything else as written."""
+    if (address := _ipv4(host)) is not None:
+        return address
+    return host.removesuffix(".") if len(host) > 1 else host
 
 
 def placeholder(name: str, nonce: str) -> str:

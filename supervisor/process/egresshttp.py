@@ -226,7 +226,7 @@ def target(head: bytes) -> tuple[str, str, int, bytes] | None:
         host, _, port = uri.rpartition(":")
         if not (port.isascii() and port.isdigit()):
             return None
-        return method, host.strip("[]"), int(port), b""
+        return method, _judged(host.strip("[]")), int(port), b""
     if not uri.startswith("http://"):
         return None
     authority, _, path = uri[len("http://") :].partition("/")
@@ -234,10 +234,16 @@ def target(head: bytes) -> tuple[str, str, int, bytes] | None:
     if not colon or not (port.isascii() and port.isdigit()):
         host, port = authority, "80"
     first = f"{method} /{path} {version}".encode("latin-1")
-    host = host.strip("[]")
+    host = _judged(host.strip("[]"))
     # (the host judged is the one the upstream is told: a `Host` naming another is replaced)
     said = (f"[{host}]" if ":" in host else host) + ("" if port == "80" else f":{int(port)}")
     return method, host, int(port), closing(first, head, said.encode())
+
+
+def _judged(host: str) -> str:
+    """The host a request names as the proxy judges it (`egress.canonical`), where it is a
+    host name at all (else as written, for `egress.host_name` to refuse)."""
+    return egress.canonical(host) if egress.host_name(host) else host
 
 
 def origin_head(head: bytes, host: str, port: int) -> bytes | None:
