@@ -39,6 +39,11 @@ MAX_INPUT = 64 * 1024 * 1024
 #: The hook's timeout in milliseconds, which bounds the whole of stdin when it is shorter (a
 #: copy of the supervisor's name: `supervisor/core/hookenv.py`, held equal by a test).
 TIMEOUT_VAR = "MCPX_HOOK_TIMEOUT_MS"
+#: Containers inside containers that the supervisor reads in an answer, at most (a copy of
+#: `supervisor/core/jsontext.py`'s `MAX_DEPTH`, held equal by a test).
+MAX_DEPTH = 128
+#: Why a return value holding `float("nan")` or an infinity is no answer.
+NOT_JSON_NUMBERS = "it holds NaN or Infinity, not JSON numbers"
 
 
 class RunnerError(Exception):
@@ -188,13 +193,53 @@ def run(spec: str) -> int:
         )
         return 1
     try:
-        text = json.dumps(answer).encode()
-    except (TypeError, ValueError) as exc:
-        print(f"mcpx-hooks module runner: the answer is not JSON: {exc}", file=sys.stderr)
+        text = answer_json(answer).encode()
+    except RunnerError as exc:
+        print(
+            f"mcpx-hooks module runner: {spec} returned a dict that is not JSON: {exc}",
+            file=sys.stderr,
+        )
         return 1
     with open(answer_fd, "wb") as answer_out:
         answer_out.write(text)
     return 0
+
+
+def answer_json(answer: dict[str, Any]) -> str:
+    """The hook's return value as its JSON answer, or `RunnerError` saying why it is none.
+
+    Python's `json` writes NaN and Infinity, which are not JSON: the supervisor refused the
+    text and blamed stdout, which the hook never wrote. Nesting past `MAX_DEPTH` it refuses
+    too; past Python's recursion limit, `json` failed in the runner's own frames."""
+    deep = f"nested deeper than {MAX_DEPTH} levels"
+    try:
+        text = json.dumps(answer, allow_nan=False)
+    except RecursionError:
+        raise RunnerError(deep) from None
+    except ValueError as exc:
+        nan = str(exc).startswith("Out of range float values")
+        raise RunnerError(NOT_JSON_NUMBERS if nan else str(exc)) from None
+    except TypeError as exc:
+        raise RunnerError(str(exc)) from None
+    if _deeper_than(answer, MAX_DEPTH):
+        raise RunnerError(deep)
+    return text
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """`value` (which `json` could write: no cycle) has containers nested more than `limit`
+    deep; walked without recursion."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, (list, tuple)):
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((inner, depth + 1) for inner in item)
+    return False
 
 
 def _exited(spec: str, code: object) -> int:

@@ -65,6 +65,14 @@ def test_the_server_makes_the_consoles_tables_from_its_own() -> None:
         "Close": {c.name: c.value for c in Close},
         "CALL_CANCELLED": CALL_CANCELLED,
         "CALL_SESSION_ENDED": CALL_SESSION_ENDED,
+        "ANSWER_WORDS": {
+            "source": "stdout",
+            "run": "stdout",
+            "module": "the function's return value",
+            "prompt": "the model's answer",
+            "plugin": "the tool's answer",
+        },
+        "PROCESS_ANSWER": "stdout",
     }
 
 

@@ -383,6 +383,27 @@ def chatty(payload):
     return {"advise": "chatty"}
 
 VALUE = 3
+
+def nan(payload):
+    return {"advise": float("nan")}
+
+def infinite(payload):
+    return {"apply": {"value": [float("-inf")]}}
+
+def tuple_key(payload):
+    return {"apply": {"value": {(1, 2): "x"}}}
+
+def deep(payload):
+    value = []
+    for _ in range(200):
+        value = [value]
+    return {"apply": {"value": value}}
+
+def deeper(payload):
+    value = []
+    for _ in range(100_000):
+        value = [value]
+    return {"apply": {"value": value}}
 """
 
 
@@ -421,6 +442,32 @@ async def test_module_runner(
     assert frame.advice == advice
     if stderr:
         assert stderr in (frame.stderr_tail or "")
+
+
+@pytest.mark.parametrize(
+    ("function", "why"),
+    [
+        ("nan", "it holds NaN or Infinity, not JSON numbers"),
+        ("infinite", "it holds NaN or Infinity, not JSON numbers"),
+        ("tuple_key", "keys must be str, int, float, bool or None, not tuple"),
+        ("deep", "nested deeper than 128 levels"),
+        ("deeper", "nested deeper than 128 levels"),
+    ],
+)
+async def test_a_return_value_that_is_not_json_is_said_as_the_function_s(
+    spawner: Spawner, tmp_path: Path, function: str, why: str
+) -> None:
+    # A function returning NaN or Infinity (which Python's json writes) or a value nested
+    # deeper than the supervisor reads was `invalid-output`, "stdout starts like JSON but is
+    # not one JSON object", though its author never wrote stdout; one nested past Python's
+    # recursion limit failed with a traceback of the runner's own frames.
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "m.py").write_text(MODULE)
+    spec = f"mods/m.py:{function}"
+    frame = (await run(spawner, make_hook(tmp_path, action=Action.MODULE, target=spec))).frame
+    assert frame.status is HookStatus.FAILED, to_json(frame)
+    said = f"mcpx-hooks module runner: {spec} returned a dict that is not JSON: {why}\n"
+    assert frame.stderr_tail == said, to_json(frame)
 
 
 @pytest.mark.parametrize("broken", ["raises", "does not compile"])

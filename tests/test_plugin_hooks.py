@@ -280,6 +280,18 @@ async def test_a_plugin_hook_reads_an_sdk_server_s_answer_by_its_answer_setting(
     assert (frame.status, frame.advice, frame.dropped) == ("ok", advice, ())
 
 
+async def test_an_answer_object_that_is_not_valid_is_said_as_the_tool_s(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    # It was said as a process's: "stdout does not match hook-output schema at /refuse".
+    hook = plugin("sdk.text_json", {"obj": {"refuse": 5}}, timeout_ms=30_000)
+    frame = (await run_plugin(manager, tmp_path, marker, hook)).frame
+    assert frame.status == HookStatus.INVALID_OUTPUT, frame.reason
+    assert (frame.reason or "").startswith(
+        "the tool's answer does not match hook-output schema at /refuse:"
+    ), frame.reason
+
+
 @pytest.mark.parametrize(
     ("tool", "args", "why"),
     [

@@ -36,7 +36,7 @@ from mcpx_hooks.runners import (
     spawnreq,
     warm,
 )
-from mcpx_hooks.supervisor.core import hookenv
+from mcpx_hooks.supervisor.core import hookenv, jsontext
 from mcpx_hooks.supervisor.core.errors import SpawnError
 from mcpx_hooks.supervisor.core.points import POINTS
 from mcpx_hooks.supervisor.process import sandbox
@@ -64,6 +64,7 @@ def test_runners_read_the_variables_the_supervisor_sets() -> None:
     assert mcpx_channel.ARTIFACTS_VAR == hookenv.ARTIFACTS_DIR_VAR
     assert mcpx_channel.CALLS_FD_VAR == hookenv.CALLS_FD_VAR
     assert module_runner.TIMEOUT_VAR in hookenv.NAMES
+    assert module_runner.MAX_DEPTH == jsontext.MAX_DEPTH
     assert json.loads(warm.REHEARSAL_INPUT)["protocol"] == hookenv.PROTOCOL
 
 

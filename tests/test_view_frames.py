@@ -86,3 +86,24 @@ def test_a_hook_s_advice_is_shown_once_and_at_most_its_first_lines() -> None:
         assert "  advice: 2 pieces, shown under the hooks that gave it" in shown
         assert len(shown) < 5 and not any("a0" in line for line in shown)
     assert "advice" not in " ".join(frame_lines({**outcome, "advice": []}))
+
+
+@pytest.mark.parametrize(
+    ("action", "said"),
+    [
+        ("run", "  stdout (first lines):"),
+        ("module", "  the function's return value (first lines):"),
+        ("prompt", "  the model's answer (first lines):"),
+        ("plugin", "  the tool's answer (first lines):"),
+        ("a-kind-of-a-later-build", "  stdout (first lines):"),
+    ],
+)
+def test_an_answer_that_is_none_is_named_as_what_the_hook_answered_with(
+    action: str, said: str
+) -> None:
+    # A prompt or plugin hook's bad answer was shown under "stdout (first lines):", though
+    # no process wrote it: the model or the tool did.
+    hook = {**next(f for f in every_frame() if f["type"] == "hook"), "action": action}
+    hook.update(status="invalid-output", reason="why", stdoutHead='{"refuse": 5}')
+    lines = frame_lines(hook)
+    assert lines[lines.index(said) + 1] == '    | {"refuse": 5}', lines

@@ -116,7 +116,7 @@ def _hook_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
         lines.append(f"  {ended}")
     if frame.get("stdoutHead"):
         head = frame["stdoutHead"].rstrip("\n").splitlines()
-        lines.append("  stdout (first lines):")
+        lines.append(f"  {answer_word(frame['action'])} (first lines):")
         lines.extend(_output_lines(head[:STDOUT_LINES], max(0, len(head) - STDOUT_LINES)))
     if status.is_failure:
         # What a failed hook said, under its failure: where "jq is missing: …" is written.
@@ -127,6 +127,15 @@ def _hook_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
                 lines.append(f"  {stream} (last lines):")
                 lines.extend(_output_lines(tail))
     return lines
+
+
+def answer_word(action: str) -> str:
+    """What a hook of `action` answers with, as its frame's words name it: `stdout` for a
+    process, or a kind's own (`the model's answer`); `stdout` for a kind this build lacks."""
+    from ..core.kinds import HOOK_KINDS, PROCESS_ANSWER
+
+    kind = HOOK_KINDS.get(action)
+    return PROCESS_ANSWER if kind is None else kind.answer
 
 
 def _ran_lines(ran: Mapping[str, Any]) -> list[str]:

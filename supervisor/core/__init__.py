@@ -170,6 +170,7 @@ __all__, __getattr__, __dir__ = exports(
             "Kind",
             "MODULE_PATTERN",
             "PLUGIN_PATTERN",
+            "PROCESS_ANSWER",
             "Target",
             "declared_actions",
             "process_actions",

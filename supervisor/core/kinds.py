@@ -29,6 +29,8 @@ MODULE_PATTERN: Final = (
     r"^([^\n\u0000\ud800-\udfff]+\.py(:[A-Za-z_]\w*)?"  # a file
     r"|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?)$"  # package.module
 )
+#: What a process's answer is read from, as a frame's words name it (`Kind.answer`).
+PROCESS_ANSWER: Final = "stdout"
 #: A `plugin` action: `namespace.tool`.
 PLUGIN_PATTERN: Final = r"^[^.\s]+\.\S+$"
 
@@ -58,6 +60,9 @@ class Kind(Record):
     #: It runs as a child process with the hook input on its stdin (its sandbox profile is
     #: checked before the run; the hook-input schema names it).
     process: bool = False
+    #: What its answer is read from, as its frame's words name it (a reason, the head of
+    #: an answer that is none): a process's stdout, a function's return value, a model's.
+    answer: str = PROCESS_ANSWER
 
 
 _RUN: Final = "mcpx_hooks.supervisor.run."
@@ -85,16 +90,19 @@ HOOK_KINDS: Final[dict[str, Kind]] = {
             ),
             _RUN + "modulehook",
             process=True,
+            answer="the function's return value",
         ),
         Kind(
             Action.PROMPT,
             Target("Text with `@placeholders` sent to a configured model.", min_length=1),
             _RUN + "prompthook",
+            answer="the model's answer",
         ),
         Kind(
             Action.PLUGIN,
             Target("An MCP tool, `namespace.tool`.", pattern=PLUGIN_PATTERN),
             _RUN + "pluginhook",
+            answer="the tool's answer",
         ),
     )
 }

@@ -334,7 +334,8 @@ class FrameBuilder:
             )
             return self.failed(status, self._why(status, outcome), started, **process)
         try:
-            answer = bound_answer(read_output(bytes(outcome.stdout)), self.clamped.effect)
+            said = read_output(bytes(outcome.stdout), source=HOOK_KINDS[self.hook.action].answer)
+            answer = bound_answer(said, self.clamped.effect)
         except InvalidOutput as exc:
             head = stdout_head(bytes(outcome.stdout), redactor)
             return self.failed(

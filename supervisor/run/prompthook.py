@@ -40,7 +40,8 @@ from ..core.effects import Effect
 from ..core.errors import SandboxUnavailable
 from ..core.frames import HookStatus
 from ..core.hookframes import Ran, Tokens
-from ..core.hooks import Hook
+from ..core.hooks import Action, Hook
+from ..core.kinds import HOOK_KINDS
 from ..core.models import Model, PromptSpec
 from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names_in
 from ..core.points import Phase
@@ -227,7 +228,7 @@ def read_answer(text: bytes) -> dict[str, Any]:
     if not text.removeprefix(b"\xef\xbb\xbf").strip().startswith(b"{"):
         what = "nothing" if not text.strip() else "text that is not a JSON object"
         raise InvalidOutput(f"the model answered {what}; it was asked for one JSON object")
-    obj = read_output(text, source="the model's answer")
+    obj = read_output(text, source=HOOK_KINDS[Action.PROMPT].answer)
     assert obj is not None
     return obj
 

@@ -39,6 +39,7 @@ from ..core.frames import (
     HookStatus,
     ServiceMessage,
 )
+from ..core.kinds import HOOK_KINDS, PROCESS_ANSWER
 from ..core.points import Phase
 from ..core.records import Record
 from ..core.servers import CALL_CANCELLED, CALL_SESSION_ENDED
@@ -116,7 +117,8 @@ def tables_module() -> bytes:
     and phases (`HookStatus`, `Phase`), the event bus's kinds (`EventKind`), who settles an
     ask (`AnsweredBy`), the codes a socket is closed with (`Close`), and the `error` of a call
     its client cancelled or its session's end cut short (`CALL_CANCELLED`,
-    `CALL_SESSION_ENDED`)."""
+    `CALL_SESSION_ENDED`), and what each kind of hook answers with, by its action
+    (`ANSWER_WORDS`, `Kind.answer`; `PROCESS_ANSWER` for a kind it does not know)."""
     tables: dict[str, object] = {
         "FrameType": {t.name: t.value for t in FrameType},
         "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
@@ -130,6 +132,8 @@ def tables_module() -> bytes:
         "Close": {c.name: c.value for c in Close},
         "CALL_CANCELLED": CALL_CANCELLED,
         "CALL_SESSION_ENDED": CALL_SESSION_ENDED,
+        "ANSWER_WORDS": {w: k.answer for w, k in HOOK_KINDS.items()},
+        "PROCESS_ANSWER": PROCESS_ANSWER,
     }
     lines = ["// Made by the server from its tables (service/pages.py, tables_module)."]
     lines += [f"export const {k} = Object.freeze({json.dumps(v)});" for k, v in tables.items()]

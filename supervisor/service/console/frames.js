@@ -3,7 +3,7 @@
 
 import { overwritten, parse, styleNode } from "./ansi.js";
 import { commandLine, cut, duration, el, lineDiff, shown, size } from "./dom.js";
-import { CALL_CANCELLED, CALL_SESSION_ENDED, ENVELOPE_KEYS, FrameType, HookStatus } from "./tables.js";
+import { ANSWER_WORDS, CALL_CANCELLED, CALL_SESSION_ENDED, ENVELOPE_KEYS, FrameType, HookStatus, PROCESS_ANSWER } from "./tables.js";
 
 export function outputText(frame) {
   if (frame.type === FrameType.LOG) return `[${frame.level}] ${frame.message}${frame.attrs && Object.keys(frame.attrs).length ? ` ${JSON.stringify(frame.attrs)}` : ""}`;
@@ -222,7 +222,7 @@ function hookBody(h) {
   if (h.ran) parts.push(el("details", {}, el("summary", {}, `ran ${commandLine(h.ran.argv)}: ${h.ran.status}`), pre(shown(h.ran))));
   // What a failed hook said stands open under its failure ("jq is missing: …").
   const failed = h.status !== "ok" && h.status !== "skipped";
-  if (h.stdoutHead) parts.push(el("details", { open: failed }, el("summary", {}, "stdout (its head)"), printed(h.stdoutHead)));
+  if (h.stdoutHead) parts.push(el("details", { open: failed }, el("summary", {}, `${ANSWER_WORDS[h.action] ?? PROCESS_ANSWER} (its head)`), printed(h.stdoutHead)));
   if (h.stdoutTail && h.stdoutTail !== h.stdoutHead) {
     parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stdout (its tail)"), printed(h.stdoutTail)));
   }
