@@ -24,6 +24,10 @@ and a person's shell for the CLI. The properties themselves are in one file per 
   HTTP server (any messages, frames of any shape, any close, any refusal);
 - `test_properties_mcp.py`: the MCP face (`mcpx-hooks mcp` and `/mcp`) under hostile clients,
   tool servers and plugin-hook answers.
+- pure ones, no process: `test_properties_remotewords.py` (what the remote commands say of a
+  refusal or a close), `test_properties_liveness.py` (the bound on silence, virtual time),
+  `test_properties_effects.py` (the clamp), `test_properties_seccomp.py` (the filter, run by
+  a cBPF interpreter) and `test_properties_tool_answer.py` (a plugin hook's tool answer).
 
 The service's properties share one live service per module and the invariants it must keep
 after each example (`props_service.py`).

@@ -144,14 +144,21 @@ def _timed_out(hook: Hook, spec: ServerSpec, entry: ServerEntry | None) -> str:
 
 def tool_answer(result: types.CallToolResult, mode: PluginAnswer) -> bytes:
     """The tool's answer as a hook's stdout would say it, read by `mode` (the module
-    docstring). Raises `InvalidOutput` when `mode` is `hook` and it is no answer object."""
+    docstring). Raises `InvalidOutput` when `mode` is `hook` and it is no answer object, and
+    when the answer object holds NaN or an infinity (not JSON, though a server may say it)."""
     # By its `type`, not its class: the SDK is not imported until a server starts.
     text = "".join(getattr(c, "text", "") for c in result.content if c.type == "text")
     structured = result.structured_content
     if mode is not PluginAnswer.ADVICE:
         found = structured if structured is not None else _json_object(text)
         if isinstance(found, dict) and found.keys() <= KEY_EFFECT.keys():
-            return json.dumps(found).encode()
+            try:  # (a server's JSON may say NaN, which the SDK takes and no answer may hold)
+                return json.dumps(found, allow_nan=False).encode()
+            except ValueError:
+                raise InvalidOutput(
+                    "the tool answered an answer object holding a number JSON cannot say"
+                    " (NaN or Infinity)"
+                ) from None
         if mode is PluginAnswer.HOOK:
             strangers = found.keys() - KEY_EFFECT.keys() if isinstance(found, dict) else ()
             keys = ", ".join(sorted(strangers))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Final
 from urllib.parse import urlsplit
 
 from trio_websocket import CloseReason, ConnectionRejected
@@ -15,6 +16,9 @@ from .wire import Close
 #: The close code of a socket that ended without a close frame (RFC 6455 §7.1.5): nobody
 #: closed it, the connection was lost.
 NO_CLOSE_FRAME = 1006
+#: How much of a server's own message (a refusal's, an error message's) is said: a server
+#: that answers 100 KB of it does not flood the terminal (as a frame's message is bounded).
+SAID_CHARS: Final = 2000
 
 
 def refusal(url: str, exc: ConnectionRejected) -> str:
@@ -26,10 +30,21 @@ def refusal(url: str, exc: ConnectionRejected) -> str:
 
 
 def said_in(body: bytes | bytearray) -> str:
-    """The `message` of a refusal's JSON body, or "" when it holds none that can be read."""
+    """The `message` of a refusal's JSON body (`words`), or "" when it holds none that can
+    be read."""
     with contextlib.suppress(ValueError, AttributeError, RecursionError):
-        return str(json.loads(body).get("message", ""))
+        return words(json.loads(body).get("message"))
     return ""
+
+
+def words(message: object) -> str:
+    """A server's `message`, at most `SAID_CHARS` of it (then how much more there was); ""
+    when it is no string (`null`, a number, an object: nothing said in words)."""
+    if not isinstance(message, str):
+        return ""
+    if len(message) <= SAID_CHARS:
+        return message
+    return f"{message[:SAID_CHARS]}... ({len(message) - SAID_CHARS} more characters)"
 
 
 def closed(reason: CloseReason | None) -> str:
