@@ -5,6 +5,7 @@ server that accepts the TCP connection and never answers the handshake: it gives
 from __future__ import annotations
 
 import gc
+import json
 import os
 import selectors
 import socket
@@ -215,3 +216,37 @@ def test_a_connection_that_cannot_be_made_says_why_in_one_line(tmp_path: Path) -
     ), done.stderr
     assert "all attempts" not in done.stderr and "Errno" not in done.stderr, done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        (None, "the server closed the socket: 4400 (bad)"),
+        ({"a": [1]}, "the server closed the socket: 4400 (bad)"),
+        ("x" * 5000, "the server said: " + "x" * 2000 + "... (3000 more characters)"),
+    ],
+)
+async def test_an_error_message_that_says_nothing_in_words_or_too_much_is_said_as_it_can_be(
+    message: object, said: str
+) -> None:
+    """A server's error message without its words (`null`, an object) read "the server
+    said: None"; one of 5,000 characters was said whole."""
+    from trio_websocket import serve_websocket
+
+    from mcpx_hooks.supervisor.service.remoteread import messages
+
+    async def hostile(request: Any) -> None:
+        ws = await request.accept()
+        await ws.send_message(json.dumps({"type": "error", "message": message, "code": 4400}))
+        await ws.aclose(4400, "bad")
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_websocket, hostile, "127.0.0.1", 0, None)
+        remote = Remote(f"ws://127.0.0.1:{server.port}")
+        with pytest.raises(RemoteError) as failed:
+            async with open_remote(remote, "/v1/exec") as ws:
+                async for _ in messages(ws, frames=True):
+                    pass
+        assert str(failed.value) == said
+        assert failed.value.bad_input  # (4400: the request was wrong, exit 2)
+        nursery.cancel_scope.cancel()

@@ -21,7 +21,7 @@ from ..core.frames import STREAM_ENDS, STREAM_TYPES, ServiceMessage
 from ..core.hookframes import FRAME_CLASSES
 from ..core.jsontext import wire_loads
 from ..core.wireshape import shape_problem
-from .remotewords import closed
+from .remotewords import closed, words
 from .wire import Close
 
 #: How an output frame's line ends (its type last, as the journal writes it).
@@ -82,9 +82,10 @@ async def batches(
         except ConnectionClosed as exc:
             if exc.reason is not None and exc.reason.code in ends:
                 return
-            if error is not None:
+            if error is not None:  # (its words, else what the close says)
+                said = words(error.get("message"))
                 raise RemoteError(
-                    f"the server said: {error.get('message')}",
+                    f"the server said: {said}" if said else closed(exc.reason),
                     bad_input=error.get("code") == Close.BAD_REQUEST,
                 ) from None
             raise RemoteError(closed(exc.reason)) from None
