@@ -27,7 +27,7 @@ from service_client import (
     start_server,
 )
 
-from mcpx_hooks.supervisor.cli.execview import NOT_STARTED_S
+from mcpx_hooks.supervisor.cli.remoteview import NOT_STARTED_S
 from mcpx_hooks.supervisor.cluster.jet import API_TIMEOUT_S
 
 #: Three artifacts: a page, a nested text file, and 300 KiB of random bytes (several chunks).

@@ -157,7 +157,7 @@ def test_a_run_the_server_has_not_started_is_said_so_after_a_while(tmp_path: Pat
 
     from websockets.sync.server import ServerConnection, serve
 
-    from mcpx_hooks.supervisor.cli.execview import NOT_STARTED_S
+    from mcpx_hooks.supervisor.cli.remoteview import NOT_STARTED_S
 
     def hold(ws: ServerConnection) -> None:  # takes what comes, answers nothing
         for _ in ws:

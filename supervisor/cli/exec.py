@@ -305,7 +305,8 @@ def _run_remote(args: argparse.Namespace) -> int:
     from ..service.access import TokenFileError
     from ..service.remoteread import RemoteError
     from .execstop import RemoteStopping
-    from .execview import Output, OutputClosed, exec_remote_viewed, raise_closed
+    from .execview import Output, OutputClosed, raise_closed
+    from .remoteview import exec_remote_viewed
 
     try:
         target = remote(args)

@@ -125,9 +125,11 @@ async def exec_remote(
     after_message: Callable[[], object] | None = None,
     *,
     on_stop: Callable[[int], object] | None = None,
+    on_output: Callable[[list[dict[str, Any]]], Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Runs `request` on the server, handing each frame to `on_frame` as it comes (and
-    calling `after_message` once those of each WebSocket message are handed on), and each
+    """Runs `request` on the server, handing each frame to `on_frame` as it comes (`on_output`,
+    when given, takes the output frames that come together at once instead: most of a run;
+    `after_message` is called once those of each WebSocket message are handed on), and each
     `ask` frame to `responder`, whose answer goes to the server (which takes the first
     answer; one it refuses is said on stderr). The first Ctrl-C (or SIGTERM) asks the server
     to cancel the run (its suffix hooks and `end` still come); a second leaves at once, or
@@ -183,8 +185,11 @@ async def exec_remote(
         try:
             async with contextlib.aclosing(batches(ws, frames=True)) as each:
                 async for batch in each:  # (a WebSocket message's frames at once)
-                    for frame in batch:
-                        take(frame)
+                    if on_output is None:
+                        for frame in batch:
+                            take(frame)
+                    else:
+                        _output_apart(batch, take, on_output)
                     if after_message is not None:
                         after_message()
         except RemoteError as exc:
@@ -193,6 +198,24 @@ async def exec_remote(
     if failed is not None:
         raise failed
     return held
+
+
+def _output_apart(
+    batch: list[dict[str, Any]],
+    take: Callable[[dict[str, Any]], None],
+    on_output: Callable[[list[dict[str, Any]]], Any],
+) -> None:
+    """`batch` in order: each run of output frames in it to `on_output` at once, each other
+    frame to `take`."""
+    start = 0
+    for i, frame in enumerate(batch):
+        if frame.get("type") not in STREAM_TYPES:
+            if start < i:
+                on_output(batch[start:i])
+            take(frame)
+            start = i + 1
+    if start < len(batch):
+        on_output(batch[start:] if start else batch)
 
 
 async def _send(ws: WebSocketConnection, message: Mapping[str, Any]) -> None:
