@@ -31,9 +31,11 @@ class Proxy:
     """Forwards each connection to the server until `freeze` (nothing more passes either
     way; the sockets stay open) or `cut` (both sockets closed at once, no close frame)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, freeze_after: bytes | None = None) -> None:
         self.port, self.frozen, self.cut = port, False, trio.Event()
         self.listening: trio.SocketListener | None = None
+        #: Frozen once bytes holding this have passed (a frame's text, as the server wrote it).
+        self.freeze_after = freeze_after
 
     async def serve(self, task_status: trio.TaskStatus[int]) -> None:
         async def handle(client: trio.SocketStream) -> None:
@@ -54,6 +56,8 @@ class Proxy:
                 if self.frozen:
                     await trio.sleep_forever()
                 await b.send_all(data)
+                if self.freeze_after is not None and self.freeze_after in data:
+                    self.frozen = True
 
 
 def through_proxy(
@@ -130,3 +134,46 @@ def test_a_cut_connection_is_said_lost_not_closed_by_the_server(server: Server) 
         "the connection to the server was lost (it ended without a close frame, 1006: the"
         " network cut it, or the server's process ended at once)"
     )
+
+
+def test_runs_show_following_a_run_on_a_frozen_network_says_it_is_lost(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runs show RUN --remote URL` follows a run still going: on a frozen network it waited
+    for ever too."""
+    from mcpx_hooks.supervisor.cli.runs import _show
+
+    failed: list[RemoteError] = []
+    took: list[float] = []
+
+    async def main() -> None:
+        proxy = Proxy(server.port, freeze_after=b'"text":"one"')
+        started = trio.Event()
+        run_id: list[str] = []
+
+        def on_frame(frame: dict[str, Any]) -> None:
+            if frame["type"] == "start":
+                run_id.append(frame["runId"])
+            if frame.get("text") == "one":
+                started.set()
+
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(proxy.serve)
+            direct = Remote(f"ws://127.0.0.1:{server.port}", server.token)
+            request = {"argv": ["sh", "-c", "echo one; sleep 30"]}
+            nursery.start_soon(exec_remote, direct, request, on_frame)
+            await started.wait()
+            followed = Remote(f"ws://127.0.0.1:{port}", server.token)
+            begun = trio.current_time()
+            with trio.fail_after(3600):
+                try:  # (frozen once "one" has reached it: nothing more comes)
+                    await _show(followed, run_id[0], True, False)
+                except RemoteError as exc:
+                    failed.append(exc)
+            took.append(trio.current_time() - begun)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0.3))
+    assert failed and str(failed[0]).startswith("the connection to the server was lost")
+    assert PING_AFTER_S + LOST_AFTER_S <= took[0] < PING_AFTER_S + LOST_AFTER_S + 10
+    assert '"text":"one"' in capsys.readouterr().out

@@ -115,17 +115,23 @@ async def _list(target: Any) -> list[dict[str, Any]]:
 
 
 async def _show(target: Any, run_id: str, as_json: bool, verbose: bool) -> None:
+    import contextlib
     from urllib.parse import quote
 
     from ..core.jsontext import dumps
-    from ..service.remote import open_remote
+    from ..service.remote import watched_remote
     from ..service.remoteread import messages
     from .runview import RunView
 
-    # As `exec` shows a run: the wait for an answer, how it would exit.
+    # As `exec` shows a run: the wait for an answer, how it would exit. A run still going is
+    # followed to its end, on a connection watched as `exec --remote`'s is.
     view = RunView(verbose=verbose)
-    async with open_remote(target, f"/v1/runs/{quote(run_id, safe='')}", {"from": 0}) as ws:
-        async for frame in messages(ws, frames=True):
+    path = f"/v1/runs/{quote(run_id, safe='')}"
+    async with (
+        watched_remote(target, path, {"from": 0}) as ws,
+        contextlib.aclosing(messages(ws, frames=True)) as frames,
+    ):
+        async for frame in frames:
             # `--json`: each line as the server sent it (compact, in its key order, as
             # `exec --json` prints them), so `runs verify` finds the chain its `end` holds.
             shown = dumps(frame).decode() if as_json else "\n".join(view.lines(frame))

@@ -117,6 +117,30 @@ HELD: Final[Mapping[str | None, int]] = {
 }
 
 
+@contextlib.asynccontextmanager
+async def watched_remote(
+    remote: Remote, path: str, query: Mapping[str, Any] | None = None
+) -> AsyncIterator[WebSocketConnection]:
+    """`open_remote`, the connection watched while the block runs (a frozen network closes
+    nothing: `liveness.py`): one silent past `liveness.lost`'s bound cancels the block, and
+    `RemoteError` says so."""
+    heard = Heard()
+    silence: list[float] = []
+    async with open_remote(remote, path, query, heard=heard) as ws, trio.open_nursery() as nursery:
+
+        async def alive() -> None:
+            silence.append(await lost(ws, heard))
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(alive)
+        try:
+            yield ws
+        finally:
+            nursery.cancel_scope.cancel()
+    if silence:
+        raise RemoteError(silent(silence[0]))
+
+
 async def exec_remote(
     remote: Remote,
     request: Mapping[str, Any],
@@ -140,17 +164,9 @@ async def exec_remote(
     held: list[dict[str, Any]] = []
     counts = dict.fromkeys(HELD, 0)
     failed: RemoteError | None = None  # raised outside the nursery, not in a group
-    heard = Heard()
-    async with open_remote(remote, "/v1/exec", heard=heard) as ws, trio.open_nursery() as nursery:
+    async with watched_remote(remote, "/v1/exec") as ws, trio.open_nursery() as nursery:
         # (a server that closed first has said why: the messages below read it)
         await _send(ws, request)
-
-        async def alive() -> None:  # (a frozen network closes nothing: `liveness.py`)
-            nonlocal failed
-            failed = RemoteError(silent(await lost(ws, heard)))
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(alive)
 
         def ask_cancel(_: signal.Signals) -> None:
             nursery.start_soon(_send, ws, {"type": Control.CANCEL})
