@@ -60,6 +60,7 @@ __all__, __getattr__, __dir__ = exports(
             "beside",
             "exec_remote",
             "open_remote",
+            "watched_remote",
         ),
         "remoteread": ("RemoteError", "Unreachable", "messages"),
         "routes": ("ArtifactSource", "SourceDown"),
