@@ -177,3 +177,32 @@ def test_runs_show_following_a_run_on_a_frozen_network_says_it_is_lost(
     assert failed and str(failed[0]).startswith("the connection to the server was lost")
     assert PING_AFTER_S + LOST_AFTER_S <= took[0] < PING_AFTER_S + LOST_AFTER_S + 10
     assert '"text":"one"' in capsys.readouterr().out
+
+
+def test_events_followed_on_a_frozen_network_are_said_to_be_lost(server: Server) -> None:
+    """`events --remote URL` follows the bus for good: on a frozen network it too waited for
+    ever."""
+    from mcpx_hooks.supervisor.service.remote import follow_events
+
+    failed: list[RemoteError] = []
+    took: list[float] = []
+
+    async def main() -> None:
+        direct = Remote(f"ws://127.0.0.1:{server.port}", server.token)
+        await exec_remote(direct, {"argv": ["true"]}, lambda _: None)  # (the bus has events)
+        proxy = Proxy(server.port, freeze_after=b'"kind"')
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(proxy.serve)
+            begun = trio.current_time()
+            with trio.fail_after(3600):
+                try:  # (from the bus's first event: frozen once one has reached it)
+                    remote = Remote(f"ws://127.0.0.1:{port}", server.token)
+                    await follow_events(remote, None, 0, lambda _: None)
+                except RemoteError as exc:
+                    failed.append(exc)
+            took.append(trio.current_time() - begun)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0.3))
+    assert failed and str(failed[0]).startswith("the connection to the server was lost")
+    assert PING_AFTER_S + LOST_AFTER_S <= took[0] < PING_AFTER_S + LOST_AFTER_S + 10

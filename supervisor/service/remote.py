@@ -245,13 +245,17 @@ async def follow_events(
     since: int | None,
     on_event: Callable[[dict[str, Any]], Any],
 ) -> None:
-    """Prints the bus until the server closes (1001 at its shutdown) or Ctrl-C."""
+    """Prints the bus until the server closes (1001 at its shutdown) or Ctrl-C; a connection
+    gone silent is lost (`watched_remote`)."""
     query = {"kinds": kinds, "since": since}
+    ends = (Close.NORMAL, Close.GOING_AWAY)
 
     async def follow() -> None:  # refused, unreachable, or what the server said on the socket
-        async with open_remote(remote, "/v1/events", query) as ws:
-            ends = (Close.NORMAL, Close.GOING_AWAY)
-            async for event in messages(ws, ends=ends, problem=event_problem):
+        async with (
+            watched_remote(remote, "/v1/events", query) as ws,
+            contextlib.aclosing(messages(ws, ends=ends, problem=event_problem)) as events,
+        ):
+            async for event in events:
                 on_event(event)
 
     # The signals are taken before connecting: a Ctrl-C while connecting stops too (exit 0).
