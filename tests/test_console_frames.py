@@ -12,10 +12,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from console_browser import WAIT_MS, Page, browser, expect, origin, page, served
 from frame_samples import RUN_ID, UNKNOWN, every_frame
 
+from mcpx_hooks.supervisor.core.convert import camel
 from mcpx_hooks.supervisor.core.effects import AnsweredBy
 from mcpx_hooks.supervisor.core.events import EventKind
 from mcpx_hooks.supervisor.core.frames import (
@@ -26,6 +28,7 @@ from mcpx_hooks.supervisor.core.frames import (
     HookStatus,
     ServiceMessage,
 )
+from mcpx_hooks.supervisor.core.hookframes import HookFrame
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.core.servers import CALL_CANCELLED, CALL_SESSION_ENDED
 from mcpx_hooks.supervisor.service import pages
@@ -73,7 +76,11 @@ def test_the_server_makes_the_consoles_tables_from_its_own() -> None:
             "plugin": "the tool's answer",
         },
         "PROCESS_ANSWER": "stdout",
+        # (each a hook frame's field: a note the console shows under the hook)
+        "HOOK_NOTES": ["failureNote", "answerNote"],
     }
+    fields = {camel(f.name) for f in attrs.fields(HookFrame)}
+    assert {"failureNote", "answerNote"} <= fields
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in CONSOLE.glob("*.js")))

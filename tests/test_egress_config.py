@@ -58,6 +58,44 @@ def test_an_item_written_another_way_is_told_how_to_write_it(tmp_path: Path) -> 
     assert said[2].endswith("; an IPv6 address cannot be named (a name that resolves to one can)")
 
 
+@pytest.mark.parametrize(
+    ("item", "browsers", "older"),
+    [
+        ("faß.de", "xn--fa-hia.de", "fass.de"),
+        ("ς.gr:8443", "xn--3xa.gr:8443", "xn--4xa.gr:8443"),
+        (
+            "\u0646\u0627\u0645\u0647\u200c\u0627\u06cc.ir",
+            "xn--mgba3gch31f060k.ir",
+            "xn--mgba3gch31f.ir",
+        ),
+    ],
+)
+def test_an_idn_hint_names_what_browsers_and_curl_ask_for(
+    item: str, browsers: str, older: str
+) -> None:
+    """The hint was Python's IDNA2003 codec's form alone (`faß.de`: "fass.de"), which a
+    browser or curl never asks for: they map by UTS #46 to IDNA2008 (`xn--fa-hia.de`), so the
+    item the hint named did not admit them. Where the two differ, both are named, the
+    browsers' first."""
+    hint = egress.item_hint(item)
+    assert hint.split('"')[1] == browsers, hint
+    assert f'"{older}"' in hint and "IDNA2003" in hint, hint
+
+
+def test_an_idn_hint_says_a_name_idna2008_refuses_and_a_lookalike() -> None:
+    """A joiner out of its context (U+200D between Latin letters) was hinted as "ab.com" as
+    if any client asked for it; a Cyrillic "a" (U+0430) in "apple.com" was hinted as its xn--
+    form with no word that it is not apple.com."""
+    joined = egress.item_hint("a\u200db.com")
+    assert "IDNA2008 does not take this one (browsers refuse it)" in joined, joined
+    assert joined.endswith('clients of IDNA2003 ask for "ab.com"'), joined
+    cyrillic = egress.item_hint("\u0430pple.com")
+    assert cyrillic.split('"')[1] == "xn--pple-43d.com", cyrillic
+    assert 'its "\u0430" is CYRILLIC SMALL LETTER A (U+0430), not a Latin letter' in cyrillic
+    assert egress.item_hint("bücher.de").endswith('xn-- form: "xn--bcher-kva.de"')  # no more
+    assert "Latin" not in egress.item_hint("例え.jp")
+
+
 @settings(max_examples=200)
 @given(item=st.text(max_size=30))
 def test_an_item_hint_never_fails_and_names_a_valid_item(item: str) -> None:

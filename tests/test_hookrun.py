@@ -290,6 +290,25 @@ async def test_stdout_over_cap_kills_the_hook(spawner: Spawner, tmp_path: Path) 
     assert frame.reason is not None and "maxOutputBytes" in frame.reason
 
 
+async def test_a_module_answer_over_cap_is_said_as_its_return_value(
+    spawner: Spawner, tmp_path: Path
+) -> None:
+    # A module hook whose function returned an answer over maxOutputBytes was said as
+    # "stdout over maxOutputBytes (…); killed", though its author never wrote stdout (what
+    # it prints goes to stderr): the reason names the kind's answer.
+    (tmp_path / "big.py").write_text(
+        'def main(hook_input):\n    return {"advise": "x" * 200_000}\n'
+    )
+    hook = make_hook(tmp_path, action=Action.MODULE, target="big.py:main", max_output_bytes=100_000)
+    frame = (await run(spawner, hook)).frame
+    assert frame.status is HookStatus.KILLED, to_json(frame)
+    said = "the function's return value over maxOutputBytes (100000); killed"
+    assert frame.reason == said, to_json(frame)
+    plain = py_hook(tmp_path, "print('x' * 200_000)", max_output_bytes=100_000)
+    frame = (await run(spawner, plain)).frame
+    assert frame.reason == "stdout over maxOutputBytes (100000); killed", to_json(frame)
+
+
 async def test_run_effect_executes_once(spawner: Spawner, tmp_path: Path) -> None:
     answer = {"run": {"argv": ["sh", "-c", "echo ran in $PWD"]}}
     hook = py_hook(tmp_path, f"print({json.dumps(json.dumps(answer))})", effect=Effect.RUN)

@@ -293,6 +293,35 @@ async def test_an_answer_object_that_is_not_valid_is_said_as_the_tool_s(
 
 
 @pytest.mark.parametrize(
+    ("target", "args", "why"),
+    [
+        ("sdk.text_json", {"obj": {"refuse": "no", "extra": 1}}, "refuse it holds keys that"),
+        ("h.echo", {"Refuse": "x"}, '"Refuse" is not refuse (answer keys are lower case)'),
+    ],
+)
+async def test_an_auto_answer_that_looked_like_an_answer_object_says_it_was_advice(
+    manager: ServerManager, tmp_path: Path, marker: Marker, target: str, args: Any, why: str
+) -> None:
+    """A tool answering `{"refuse": "no", "extra": 1}` or `{"Refuse": "x"}` was taken as
+    advice (as `auto` does) with no word to its author that the refusal was not taken: the
+    frame's `answerNote` says so, and why; the readable view shows it as a note."""
+    from mcpx_hooks.supervisor.cli.view import hook_frame_lines
+    from mcpx_hooks.supervisor.core.convert import frame_json
+
+    hook = plugin(target, args, effect=Effect.ASK, timeout_ms=30_000)
+    frame = (await run_plugin(manager, tmp_path, marker, hook)).frame
+    assert frame.status == "ok" and frame.refused is None and len(frame.advice) == 1
+    said = frame_json(frame).get("answerNote") or ""
+    assert said.startswith('answer = "auto" took the tool\'s answer as advice'), said
+    assert why in said, said
+    assert f"  note: {said}" in hook_frame_lines(frame_json(frame))
+    plain = plugin("sdk.text_json", {"obj": {"n": 1}}, timeout_ms=30_000)  # no answer's look
+    assert "answerNote" not in frame_json(
+        (await run_plugin(manager, tmp_path, marker, plain)).frame
+    )
+
+
+@pytest.mark.parametrize(
     ("tool", "args", "why"),
     [
         ("get_current_time", {}, "keys that are not answer keys (datetime, is_dst, timezone)"),

@@ -55,7 +55,7 @@ def used_line(frame: Mapping[str, Any]) -> str | None:
 
 def _hook_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
     # Imported here: `hooks list` uses this module without frames (and so without cattrs).
-    from ..core.frames import RUN_CANCELLED_REASON, HookStatus
+    from ..core.frames import HOOK_NOTES, RUN_CANCELLED_REASON, HookStatus
 
     status = HookStatus(frame["status"])
     mark = {HookStatus.OK: "ok", HookStatus.SKIPPED: "skipped"}.get(status, "FAILED")
@@ -95,8 +95,7 @@ def _hook_lines(frame: Mapping[str, Any], verbose: bool = False) -> list[str]:
         lines.append(f"  REFUSES the {what} ({how}): {bounded(refused['reason'])}")
     elif status.is_failure and not str(frame.get("reason")).startswith(RUN_CANCELLED_REASON):
         lines.append(f"  failure is open: the {what} carries on")
-    if frame.get("failureNote"):
-        lines.append(f"  note: {bounded(frame['failureNote'])}")
+    lines.extend(f"  note: {bounded(frame[k])}" for k in HOOK_NOTES if frame.get(k))
     lines.extend(_advice_lines(frame.get("advice", ())))
     asked = frame.get("asked")
     if asked:

@@ -126,6 +126,7 @@ __all__, __getattr__, __dir__ = exports(
             "OUTPUT_TYPES",
             "OutputFrame",
             "ResultFrame",
+            "HOOK_NOTES",
             "RUN_CANCELLED_REASON",
             "RUN_CANCELLED_TREE",
             "ServiceMessage",

@@ -13,7 +13,8 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
-from collections.abc import Iterable, Sequence
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import attrs
@@ -77,17 +78,7 @@ def item_hint(item: str) -> str:
     if host.endswith(".") and valid(host.rstrip(".") + colon + port):
         return f'; a name is written without its trailing dot: "{host.rstrip(".") + colon + port}"'
     if not host.isascii():
-        try:
-            ascii_form = ".".join(
-                label if label.isascii() else label.encode("idna").decode("ascii")
-                for label in host.split(".")
-            )
-        except UnicodeError:
-            return ""
-        if valid(ascii_form + colon + port):
-            return (
-                f'; a name outside ASCII is written in its xn-- form: "{ascii_form + colon + port}"'
-            )
+        return _idn_hint(host, colon + port)
     if item.count(":") > 1:
         return "; an IPv6 address cannot be named (a name that resolves to one can)"
     if len(host) > NAME_MAX:
@@ -97,6 +88,74 @@ def item_hint(item: str) -> str:
             f"; a label (between dots) is at most {LABEL_MAX} characters, and"
             f' "{long[0][:20]}…" has {len(long[0])}'
         )
+    return ""
+
+
+def _idn_hint(host: str, port: str) -> str:
+    """The `xn--` form of a name outside ASCII (`port`: `":N"` or `""`), as clients ask for
+    it. Browsers and curl map it by UTS #46 to IDNA2008 (`faß.de` is `xn--fa-hia.de`); older
+    clients, Python's own `idna` codec among them, by IDNA2003 (`fass.de`): where the two
+    differ both are named. A label mixing ASCII letters with a cased letter of another script
+    (`apple.com` with U+0430, a Cyrillic a, first) is said not to be the name in Latin letters."""
+    now, then = _ascii_form(host, _idna2008), _ascii_form(host, _idna2003)
+    if now is None and then is None:
+        return ""
+    lead = "; a name outside ASCII is written in its xn-- form"
+    if now is None:
+        said = (
+            f"{lead}, but IDNA2008 does not take this one (browsers refuse it); clients of"
+            f' IDNA2003 ask for "{then}{port}"'
+        )
+    elif then is None or then == now:
+        said = f'{lead}: "{now}{port}"'
+    else:
+        said = (
+            f'{lead}: "{now}{port}" (what browsers and curl ask for, by IDNA2008); clients of'
+            f' IDNA2003, Python\'s own idna codec among them, ask for "{then}{port}"'
+        )
+    return said + _lookalike(host)
+
+
+def _ascii_form(host: str, encode: Callable[[str], str]) -> str | None:
+    """`host` with each label outside ASCII encoded, None where a label cannot be, or where
+    the result is no item."""
+    try:
+        form = ".".join(label if label.isascii() else encode(label) for label in host.split("."))
+    except UnicodeError:  # (idna's errors are UnicodeErrors too)
+        return None
+    return form if valid(form) else None
+
+
+def _idna2008(label: str) -> str:
+    import idna  # (only for a refused item: not on the way of every config load)
+
+    return idna.encode(label, uts46=True).decode("ascii")
+
+
+def _idna2003(label: str) -> str:
+    return label.encode("idna").decode("ascii")
+
+
+#: The Unicode categories of cased letters: the scripts that have them (Latin, Cyrillic,
+#: Greek, Armenian …) are those whose letters pass for one another.
+_CASED: Final = ("Lu", "Ll", "Lt")
+
+
+def _lookalike(host: str) -> str:
+    """Where a label mixes ASCII letters with a cased letter of another script than Latin
+    (Cyrillic, Greek …, the scripts whose letters pass for Latin ones), that its `xn--` form
+    is not the name in Latin letters it looks like; else `""`."""
+    for label in host.split("."):
+        if not any(c.isascii() and c.isalpha() for c in label):
+            continue
+        for c in label:
+            name = unicodedata.name(c, "")
+            cased = unicodedata.category(c) in _CASED
+            if cased and not c.isascii() and not name.startswith("LATIN "):
+                return (
+                    f'; its "{c}" is {name} (U+{ord(c):04X}), not a Latin letter: the xn--'
+                    " form names another host than the name in Latin letters it looks like"
+                )
     return ""
 
 

@@ -104,6 +104,10 @@ class HookStatus(enum.StrEnum):
 #: or plugin hook has no process of its own to kill.
 RUN_CANCELLED_REASON: Final = "the run was cancelled while the hook ran"
 RUN_CANCELLED_TREE: Final = "; its process tree was killed"
+#: The fields of a hook frame (as the wire names them) that hold a note for the hook's
+#: author or operator, shown under the hook as `note: …` by the readable view and the console:
+#: `failure = "closed"` that cannot refuse, a plugin answer `auto` took as advice.
+HOOK_NOTES: Final = ("failureNote", "answerNote")
 
 
 class ErrorCause(enum.StrEnum):

@@ -96,6 +96,9 @@ class HookFrame(Envelope):
     reason: str | None = None
     #: Said when `failure = "closed"` can no longer refuse because clamping lowered the effect.
     failure_note: str | None = None
+    #: Said when a plugin hook's `answer = "auto"` took as advice an object that looked like
+    #: an answer object (an answer key beside others, `Refuse` for `refuse`), and why.
+    answer_note: str | None = None
     exit_code: int | None = None
     signal: int | None = None
     #: The end of what the process wrote on stderr; for a hook that failed, its last 4 KiB,

@@ -41,7 +41,15 @@ from .words import alone, spaced
 #: The fields searched in each frame type (attrs names of the type's class).
 SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
     FrameType.START: ("argv",),
-    FrameType.HOOK: ("name", "advice", "reason", "failure_note", "stderr_tail", "egress"),
+    FrameType.HOOK: (
+        "name",
+        "advice",
+        "reason",
+        "failure_note",
+        "answer_note",
+        "stderr_tail",
+        "egress",
+    ),
     FrameType.LOG: ("message",),
     FrameType.EMIT: ("value",),
     FrameType.STDOUT: ("text",),

@@ -352,8 +352,9 @@ class FrameBuilder:
             return f"timed out after {hook.timeout_ms} ms; its process tree was killed"
         if (over := outcome.over_memory) is not None:
             return f"over memoryMb {over}"
-        if outcome.stdout_overflow:
-            return f"stdout over maxOutputBytes ({hook.max_output_bytes}); killed"
+        if outcome.stdout_overflow:  # (in the kind's words: a module hook writes no stdout)
+            said = HOOK_KINDS[hook.action].answer
+            return f"{said} over maxOutputBytes ({hook.max_output_bytes}); killed"
         if outcome.lost:
             return (
                 "the spawner died while the hook ran, and its process tree with it; "

@@ -125,6 +125,9 @@ async def _call(
         return _in(frame.failed(HookStatus.KILLED, why, started), frame_sandbox)
     outcome = Outcome(exit_code=0, exited=True, stdout=bytearray(data))
     report = frame.finished(outcome, False, started, ctx.redactor)
+    if (note := advice_note(result, hook.answer)) is not None:
+        shown = attrs.evolve(report.frame, answer_note=ctx.redactor.text(note))
+        report = attrs.evolve(report, frame=shown)
     return _in(report, frame_sandbox)
 
 
@@ -146,11 +149,8 @@ def tool_answer(result: types.CallToolResult, mode: PluginAnswer) -> bytes:
     """The tool's answer as a hook's stdout would say it, read by `mode` (the module
     docstring). Raises `InvalidOutput` when `mode` is `hook` and it is no answer object, and
     when the answer object holds NaN or an infinity (not JSON, though a server may say it)."""
-    # By its `type`, not its class: the SDK is not imported until a server starts.
-    text = "".join(getattr(c, "text", "") for c in result.content if c.type == "text")
-    structured = result.structured_content
+    text, structured, found = _read(result)
     if mode is not PluginAnswer.ADVICE:
-        found = structured if structured is not None else _json_object(text)
         if isinstance(found, dict) and found.keys() <= KEY_EFFECT.keys():
             try:  # (a server's JSON may say NaN, which the SDK takes and no answer may hold)
                 return json.dumps(found, allow_nan=False).encode()
@@ -169,6 +169,51 @@ def tool_answer(result: types.CallToolResult, mode: PluginAnswer) -> bytes:
             )
     said = text.strip() or ("" if structured is None else json.dumps(structured))
     return json.dumps({TEXT_KEY: said}).encode() if said else b""
+
+
+def _read(result: types.CallToolResult) -> tuple[str, Any, Any]:
+    """The tool's text content, its structured content, and the object an answer is read
+    from: the structured content, else the text parsed when it is one JSON object."""
+    # By its `type`, not its class: the SDK is not imported until a server starts.
+    text = "".join(getattr(c, "text", "") for c in result.content if c.type == "text")
+    structured = result.structured_content
+    return text, structured, structured if structured is not None else _json_object(text)
+
+
+def advice_note(result: types.CallToolResult, mode: PluginAnswer) -> str | None:
+    """Where `auto` took as advice an object that looked like an answer object (an answer
+    key beside keys that are none, or a key that is one but for its case, `Refuse`), why in
+    words, so the tool's author learns that a refusal was not taken; else None."""
+    _, _, found = _read(result)
+    if mode is not PluginAnswer.AUTO or not isinstance(found, dict):
+        return None
+    keys = [str(k) for k in found]
+    known = [k for k in keys if k in KEY_EFFECT]
+    strangers = [k for k in keys if k not in KEY_EFFECT]
+    cased = [k for k in strangers if k.lower() in KEY_EFFECT]
+    if not strangers or not (known or cased):
+        return None
+    if cased:
+        why = ", ".join(f"{_key(k)} is not {k.lower()}" for k in cased[:_KEYS_SAID])
+        why += " (answer keys are lower case)"
+    else:
+        others = ", ".join(_key(k) for k in strangers[:_KEYS_SAID])
+        more = f" and {len(strangers) - _KEYS_SAID} more" if len(strangers) > _KEYS_SAID else ""
+        why = f"beside {', '.join(known)} it holds keys that are not answer keys ({others}{more})"
+    return (
+        f'answer = "auto" took the tool\'s answer as advice, not as an answer object: {why};'
+        f" an answer object holds answer keys only ({', '.join(KEY_EFFECT)})"
+    )
+
+
+#: How many of an answer's keys a note names, and how much of each.
+_KEYS_SAID: Final = 5
+_KEY_CHARS: Final = 40
+
+
+def _key(key: str) -> str:
+    """A key of the tool's as a note names it: quoted, cut at `_KEY_CHARS`."""
+    return json.dumps(key if len(key) <= _KEY_CHARS else key[:_KEY_CHARS] + "…")
 
 
 def _json_object(text: str) -> Any:

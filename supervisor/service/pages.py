@@ -33,6 +33,7 @@ from ..core.effects import AnsweredBy
 from ..core.events import EventKind
 from ..core.frames import (
     ENVELOPE_KEYS,
+    HOOK_NOTES,
     OUTPUT_TYPES,
     Control,
     FrameType,
@@ -118,7 +119,8 @@ def tables_module() -> bytes:
     ask (`AnsweredBy`), the codes a socket is closed with (`Close`), and the `error` of a call
     its client cancelled or its session's end cut short (`CALL_CANCELLED`,
     `CALL_SESSION_ENDED`), and what each kind of hook answers with, by its action
-    (`ANSWER_WORDS`, `Kind.answer`; `PROCESS_ANSWER` for a kind it does not know)."""
+    (`ANSWER_WORDS`, `Kind.answer`; `PROCESS_ANSWER` for a kind it does not know), and the
+    fields of a hook frame that hold a note (`HOOK_NOTES`)."""
     tables: dict[str, object] = {
         "FrameType": {t.name: t.value for t in FrameType},
         "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
@@ -134,6 +136,7 @@ def tables_module() -> bytes:
         "CALL_SESSION_ENDED": CALL_SESSION_ENDED,
         "ANSWER_WORDS": {w: k.answer for w, k in HOOK_KINDS.items()},
         "PROCESS_ANSWER": PROCESS_ANSWER,
+        "HOOK_NOTES": list(HOOK_NOTES),
     }
     lines = ["// Made by the server from its tables (service/pages.py, tables_module)."]
     lines += [f"export const {k} = Object.freeze({json.dumps(v)});" for k, v in tables.items()]

@@ -3,7 +3,7 @@
 
 import { overwritten, parse, styleNode } from "./ansi.js";
 import { commandLine, cut, duration, el, lineDiff, shown, size } from "./dom.js";
-import { ANSWER_WORDS, CALL_CANCELLED, CALL_SESSION_ENDED, ENVELOPE_KEYS, FrameType, HookStatus, PROCESS_ANSWER } from "./tables.js";
+import { ANSWER_WORDS, CALL_CANCELLED, CALL_SESSION_ENDED, ENVELOPE_KEYS, FrameType, HOOK_NOTES, HookStatus, PROCESS_ANSWER } from "./tables.js";
 
 export function outputText(frame) {
   if (frame.type === FrameType.LOG) return `[${frame.level}] ${frame.message}${frame.attrs && Object.keys(frame.attrs).length ? ` ${JSON.stringify(frame.attrs)}` : ""}`;
@@ -202,7 +202,7 @@ function hookBody(h) {
   const parts = [line];
   if (h.refused) parts.push(el("p", { class: "refusal" }, `Refused: ${h.refused.reason}`));
   if (h.reason) parts.push(el("p", { class: "reason" }, h.reason));
-  if (h.failureNote) parts.push(el("p", { class: "note" }, h.failureNote));
+  for (const key of HOOK_NOTES) if (h[key]) parts.push(el("p", { class: "note" }, h[key]));
   if (h.asked) {
     parts.push(el("p", { class: "asked" }, `Asked “${h.asked.question}”: ${h.asked.answer ?? "no answer"}${h.asked.by ? ` (by ${h.asked.by})` : ""}`));
   }
