@@ -99,3 +99,35 @@ def test_a_binary_whose_loader_is_denied_says_the_loader_and_the_deny_line(tmp: 
     said = done.stdout
     assert f'cannot run "./true": it resolves to {program}, a program loaded by /usr/' in said
     assert f", in /usr, which no sandbox but none reaches: {line(config)};" in said
+
+
+def test_a_program_denied_by_its_own_path_is_not_said_to_lie_in_itself(tmp: Path) -> None:
+    """`deny = ["/usr/bin/jq"]`, one program rather than its directory: the refusal named it
+    twice, "it resolves to /usr/bin/jq, in /usr/bin/jq, which …"."""
+    real = os.path.realpath(TRUE)
+    config = denying(tmp, real)
+    done = exec_cli(config, tmp, TRUE)
+    assert done.returncode == 1, done
+    assert (
+        f'cannot run "{TRUE}": it resolves to {real}, which no sandbox but none reaches:'
+        f" {line(config)}; take it out of that list to run this program"
+    ) in done.stdout
+
+
+def test_a_script_file_denied_by_its_own_path_is_not_said_to_lie_in_itself(tmp: Path) -> None:
+    """`deny = ["deploy.py"]`, then `exec --python deploy.py`: "it lies in …/deploy.py"."""
+    script = tmp / "deploy.py"
+    script.write_text("def main():\n    return 1\n")
+    config = denying(tmp, str(script))
+    done = subprocess.run(
+        [*CLI, "exec", "--config", str(config), "--python", "deploy.py"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done
+    assert (
+        f"cannot run the script {script}, which no sandbox but none reaches: {line(config)}"
+    ) in done.stdout

@@ -63,7 +63,7 @@ def check_program(
             break
         real = real_path(found)
         for candidate in dict.fromkeys((found, real)):
-            ruled = _denied_by(candidate, plan.denied_by)  # (a system directory too)
+            ruled = _denied_by(candidate, plan.denied_by, itself=True)  # (a system dir too)
             if ruled is not None:
                 raise ProgramHidden(
                     f'cannot run "{argv0}": it resolves to {via}{candidate}, {ruled};'
@@ -88,7 +88,11 @@ def check_program(
         interpreter = _interpreter(real)
         if interpreter is None:
             loader = _elf_loader(real) if plan.denied_by else None  # (the kernel opens it)
-            ruled = None if loader is None else _denied_by(real_path(loader), plan.denied_by)
+            ruled = (
+                None
+                if loader is None
+                else _denied_by(real_path(loader), plan.denied_by, itself=True)
+            )
             if ruled is not None:
                 raise ProgramHidden(
                     f'cannot run "{argv0}": it resolves to {via}{real}, a program loaded by'
@@ -162,9 +166,10 @@ def check_script_file(
     path, real = os.path.normpath(path), real_path(path)
     visible = (*SYSTEM_DIRS, *plan.read, *plan.write)
     for candidate in dict.fromkeys((path, real)):
-        ruled = _denied_by(candidate, plan.denied_by)
+        ruled = _denied_by(candidate, plan.denied_by, itself=True)
         if ruled is not None:
-            raise ProgramHidden(f"cannot run the script {path}: it lies {ruled}")
+            lies = ": it lies " if ruled.startswith("in ") else ", "  # (denied by its own path)
+            raise ProgramHidden(f"cannot run the script {path}{lies}{ruled}")
         denied = _denied_holding(candidate, plan.deny)
         if denied is None and not under(candidate, visible):
             denied = _denied_holding(candidate, _never_granted_here())
@@ -180,17 +185,21 @@ def check_script_file(
             )
 
 
-def _denied_by(path: str, denied_by: Sequence[tuple[str, str, str]]) -> str | None:
+def _denied_by(
+    path: str, denied_by: Sequence[tuple[str, str, str]], *, itself: bool = False
+) -> str | None:
     """Where `path` lies when an operator's `[sandbox] deny` path is or holds it: the path
-    and the line that denies it, in words; else None."""
+    and the line that denies it, in words; else None. With `itself`, a deny of `path` itself
+    (one program, one script) starts at "which": a file is not said to lie in itself."""
     for real, named, at in denied_by:
         if under(path, (real,)):
-            where = f" ({named})" if named != real else ""
-            line = f" at {at}" if at else ""
-            return (
-                f"in {real}{where}, which no sandbox but none reaches: [sandbox] deny names it"
-                f"{line}"
+            where = (
+                ""
+                if itself and path == real
+                else f"in {real}" + (f" ({named}), " if named != real else ", ")
             )
+            line = f" at {at}" if at else ""
+            return f"{where}which no sandbox but none reaches: [sandbox] deny names it{line}"
     return None
 
 
