@@ -6,17 +6,31 @@ the cluster lost its streams serves the run from its history, frame for frame.""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterparts import Cluster, need_nats, open_cluster, start_gateway
-from service_client import CLI, ENV, Server, arun, http_get, open_ws, read_all, run_remote
+from clusterparts import Cluster, frames_until_end, need_nats, open_cluster, start_gateway
+from service_client import (
+    CLI,
+    ENV,
+    Server,
+    Stream,
+    arun,
+    http_get,
+    open_ws,
+    read_all,
+    read_until,
+    run_remote,
+)
 
 #: How long a gateway may take to have indexed what a client of another saw end.
 INDEXED_S = 20.0
@@ -167,3 +181,46 @@ def test_a_gateway_started_again_serves_what_the_cluster_lost(
     cluster.nats.start()
     later = run(a, f"{needle}-later", again=True)
     assert {m["runId"] for m in searched(a, f"{needle}-later")} == {later[0]["runId"]}
+
+
+def test_a_run_a_killed_gateway_was_streaming_to_its_client_is_in_its_history_once_back(
+    cluster: Cluster,
+) -> None:
+    """A gateway killed while its client's run had sent only its first message: that message
+    had reached the client but not the history (the recorder heard only of the run's later
+    messages), while the gateway's place in the stream, written with another run's lines,
+    was already past it; started again, it took up the run at its next message, found none
+    of it in its history, and never recorded it."""
+    a = gateway(cluster, "d")
+    needle = f"needle-{secrets.token_hex(4)}"
+    gate = cluster.cwd / f"{needle}.fifo"
+    os.mkfifo(gate)
+    request = {"argv": ["sh", "-c", f"read go < {gate.name}; echo {needle}-held line 1"]}
+
+    async def held() -> str:
+        async with open_ws(a, "/v1/exec") as ws:
+            await ws.send(json.dumps(request))
+            start = await read_until(ws, Stream(), lambda f: f.get("type") == "start")
+            run_id = str(start["runId"])
+            # Another run's lines written: the gateway's place in the stream with them,
+            # past the held run's first message.
+            await asyncio.to_thread(run, a, f"{needle}-other")
+            assert await asyncio.to_thread(searched, a, f"{needle}-other")
+            a.stop(signal.SIGKILL)
+            cluster.gateways.remove(a)
+        return run_id
+
+    run_id = arun(held())
+    with gate.open("w") as released:
+        released.write("go\n")
+    frames = arun(frames_until_end(cluster.nats.client_url(), run_id))
+    assert frames[-1]["type"] == "end" and frames[-1]["exitCode"] == 0, frames
+    again = gateway(cluster, "d")
+    # A run after it: once the gateway has recorded it, it has read the held run's end.
+    run(again, f"{needle}-after")
+    searched(again, f"{needle}-after")
+    status, body = http_get(again, f"/v1/search?q={needle}-held&limit=10")
+    assert status == 200, body
+    assert {m["runId"] for m in json.loads(body)} == {run_id}, body
+    again.stop()
+    cluster.gateways.remove(again)

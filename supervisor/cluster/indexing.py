@@ -145,22 +145,27 @@ class StreamIndexer:
     async def _take(self, message: Stored) -> None:
         run_id = message.subject.rsplit(".", 1)[-1]
         fed = self._fed.get(run_id)
-        if fed is not None:  # first: a socket waits on it
-            fed.take(message)
-            if fed.over:
-                del self._fed[run_id]
+        journal, fresh = None, False
         if RUN_ID.fullmatch(run_id) and run_id not in self._ended:
+            # Opened before a socket's journal takes the message: opening it here gives it
+            # the recorder and the metrics, which must hear of this message too, else a
+            # gateway killed before the run's next message kept its place in the stream past
+            # a run whose first frames it never wrote (taken up again, it recorded none).
             journal = self._running.get(run_id)
             fresh = journal is None
             journal = journal or await self._open(run_id, message)
-            if journal is not None:
-                self._running.move_to_end(run_id)
-                if journal is not fed:  # (the same journal: recorded as it is fed)
-                    journal.take(message)
-                if fresh and journal.lines:  # the history's order: when it started
-                    journal.started = _started(journal.lines[0], journal.started)
-                if journal.over:
-                    self._end(run_id)
+        if fed is not None:  # a socket waits on it
+            fed.take(message)
+            if fed.over:
+                del self._fed[run_id]
+        if journal is not None:
+            self._running.move_to_end(run_id)
+            if journal is not fed:  # (the same journal: recorded as it is fed)
+                journal.take(message)
+            if fresh and journal.lines:  # the history's order: when it started
+                journal.started = _started(journal.lines[0], journal.started)
+            if journal.over:
+                self._end(run_id)
 
     async def _open(self, run_id: str, message: Stored) -> MirrorJournal | None:
         """A run heard of for the first time here: a journal from its start, or, when the
@@ -170,7 +175,7 @@ class StreamIndexer:
         carried = batch_frames(message.headers, message.data)
         if carried is None:
             return None
-        # A run a socket here follows holds it from its start (it has taken this message):
+        # A run a socket here follows holds it from its start (it takes this message next):
         # recorded from that same journal.
         journal = self._fed.get(run_id)
         if journal is None:
