@@ -125,14 +125,19 @@ async def not_running(pid: object) -> None:
 
 @pytest.fixture
 def jobs() -> Iterator[tuple[Path, Path, Path]]:
-    """Three sibling memory cgroups made below this test's own (as three shell jobs are),
-    removed afterwards with whatever was left in them."""
+    """Three sibling memory cgroups made in one of their own below this test's (as three
+    shell jobs of a session are), removed afterwards with whatever was left in them. Theirs
+    alone: a supervisor another test starts beside this one (a hook's nested `exec`, in a
+    cgroup made in the test's) sweeps its own siblings, and would take the killed one's
+    cgroups before this test looks for them."""
     if not ROOT:
         pytest.skip("only root makes memory cgroups")
     base, why = memcg._own_v1()
     if base is None:
         pytest.skip(why)
-    made_here = [Path(base) / f"walk-{os.getpid()}-{n}" for n in ("a", "b", "c")]
+    session = Path(base) / f"walk-{os.getpid()}"
+    made_here = [session / n for n in ("a", "b", "c")]
+    session.mkdir()
     for cgroup in made_here:
         cgroup.mkdir()
     try:
@@ -142,6 +147,7 @@ def jobs() -> Iterator[tuple[Path, Path, Path]]:
             for name in made(cgroup):
                 os.rmdir(cgroup / name)
             os.rmdir(cgroup)
+        os.rmdir(session)
 
 
 async def test_a_killed_supervisors_cgroups_go_with_the_next_one_started_elsewhere(
