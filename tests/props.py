@@ -27,7 +27,10 @@ and a person's shell for the CLI. The properties themselves are in one file per 
 - pure ones, no process: `test_properties_remotewords.py` (what the remote commands say of a
   refusal or a close), `test_properties_liveness.py` (the bound on silence, virtual time),
   `test_properties_effects.py` (the clamp), `test_properties_seccomp.py` (the filter, run by
-  a cBPF interpreter) and `test_properties_tool_answer.py` (a plugin hook's tool answer).
+  a cBPF interpreter), `test_properties_tool_answer.py` (a plugin hook's tool answer),
+  `test_properties_remoteread.py` (how the remote client reads a server's messages),
+  `test_properties_egress.py` (how the proxy names a host, and the items it suggests),
+  `test_properties_execview.py` (a batch of output frames printed as one by one).
 
 The service's properties share one live service per module and the invariants it must keep
 after each example (`props_service.py`).

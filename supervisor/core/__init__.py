@@ -215,6 +215,7 @@ __all__, __getattr__, __dir__ = exports(
             "duplicate_keys",
             "is_unicode",
             "loads",
+            "orjson_exact",
             "wire_loads",
             "wire_safe",
         ),

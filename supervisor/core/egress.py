@@ -97,7 +97,7 @@ def _idn_hint(host: str, port: str) -> str:
     clients, Python's own `idna` codec among them, by IDNA2003 (`fass.de`): where the two
     differ both are named. A label mixing ASCII letters with a cased letter of another script
     (`apple.com` with U+0430, a Cyrillic a, first) is said not to be the name in Latin letters."""
-    now, then = _ascii_form(host, _idna2008), _ascii_form(host, _idna2003)
+    now, then = _ascii_form(host, port, _idna2008), _ascii_form(host, port, _idna2003)
     if now is None and then is None:
         return ""
     lead = "; a name outside ASCII is written in its xn-- form"
@@ -116,14 +116,14 @@ def _idn_hint(host: str, port: str) -> str:
     return said + _lookalike(host)
 
 
-def _ascii_form(host: str, encode: Callable[[str], str]) -> str | None:
+def _ascii_form(host: str, port: str, encode: Callable[[str], str]) -> str | None:
     """`host` with each label outside ASCII encoded, None where a label cannot be, or where
-    the result is no item."""
+    the result, with `port`, is no item (a port out of range: no form of the name helps)."""
     try:
         form = ".".join(label if label.isascii() else encode(label) for label in host.split("."))
     except UnicodeError:  # (idna's errors are UnicodeErrors too)
         return None
-    return form if valid(form) else None
+    return form if valid(form + port) else None
 
 
 def _idna2008(label: str) -> str:
@@ -230,6 +230,8 @@ def refusal(host: str, port: int, note: str | None, declared: str) -> str:
     blocked, item = blocked_message(host), host_item(host, port)
     if valid(item):
         return f'{blocked}; "{item}" in {declared} would admit it'
+    if port not in DEFAULT_PORTS and not valid(f"a:{port}"):
+        return f"{blocked}; no item names port {port} (an item's port is 1 to 65535)"
     if ":" in host:
         return (
             f'{blocked}; no item of a list names an IPv6 address (only "*" admits one, and'
@@ -278,10 +280,10 @@ def canonical(host: str) -> str:
     """`host` (a `host_name`) as the proxy judges, looks up and names it: a name without its
     trailing dot (`localhost.` is `localhost`, which its item admits and the resolver finds),
     an IPv4 address the resolver would read in another form as its dotted quads
-    (`2130706433` is `127.0.0.1`), anything else as written."""
-    if (address := _ipv4(host)) is not None:
-        return address
-    return host.removesuffix(".") if len(host) > 1 else host
+    (`2130706433` is `127.0.0.1`, and so is `2130706433.`, looked up without its dot),
+    anything else as written."""
+    name = host.rstrip(".") or host  # (a `host_name` ends in one dot at most)
+    return name if (address := _ipv4(name)) is None else address
 
 
 def placeholder(name: str, nonce: str) -> str:

@@ -156,6 +156,13 @@ _DIGITS_AS_ZERO: Final = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_DIGITS: Final = b"0" * 19
 
 
+def orjson_exact(text: bytes | str) -> bool:
+    """Whether orjson reads every number of `text` exactly: no nineteen digits in a row (the
+    least an integer past 64 bits has, which orjson reads as a float without a word)."""
+    raw = text if isinstance(text, bytes) else text.encode(errors="surrogatepass")
+    return _LONG_DIGITS not in raw.translate(_DIGITS_AS_ZERO)
+
+
 def wire_loads(line: bytes | str) -> Any:
     """A line `dumps` wrote (a frame, an event, a summary), decoded exactly. orjson reads an
     integer past 64 bits as a float, and refuses one past a float's range, where `dumps`
@@ -163,8 +170,7 @@ def wire_loads(line: bytes | str) -> Any:
     is read by the standard library instead, as is one orjson refuses. Raises `ValueError`
     for bytes that are not JSON, or nested past the standard library's recursion (a line no
     `dumps` wrote: one read from a file a person names)."""
-    raw = line if isinstance(line, bytes) else line.encode(errors="surrogatepass")
-    if _LONG_DIGITS not in raw.translate(_DIGITS_AS_ZERO):
+    if orjson_exact(line):
         try:
             return orjson.loads(line)
         except orjson.JSONDecodeError:

@@ -2,8 +2,9 @@
 message at a time, each held to the shape it must have, and the error it fails with.
 
 A run's output lines are most of what a followed run sends (a WebSocket message holds many):
-`batches` reads a message's objects with one parse where it can, and hands them on together,
-so that a client printing 400,000 lines does not pay a generator's step for each.
+`batches` reads an output frame's line by orjson alone where it reads it exactly, and hands a
+message's objects on together, so that a client printing 400,000 lines does not pay a
+generator's step for each.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..core.errors import HooksError
 from ..core.events import Event, Gap
 from ..core.frames import STREAM_ENDS, STREAM_TYPES, ServiceMessage
 from ..core.hookframes import FRAME_CLASSES
-from ..core.jsontext import wire_loads
+from ..core.jsontext import orjson_exact, wire_loads
 from ..core.wireshape import shape_problem
 from .remotewords import closed, words
 from .wire import Close
@@ -94,8 +95,9 @@ async def batches(
         try:
             for output, obj in _parsed(text, frames):
                 if output:
-                    if obj.__class__ is not dict or obj.get("text").__class__ is not str:
-                        raise RemoteError("the server sent an output frame without its text")
+                    if obj.get("text").__class__ is not str:
+                        said = frame_problem(obj) or "an output frame without its text"
+                        raise RemoteError(f"the server sent {said}")
                     batch.append(obj)
                     continue
                 kind = obj.get("type")
@@ -112,26 +114,28 @@ async def batches(
         yield batch
 
 
-def _parsed(text: str, frames: bool) -> Iterator[tuple[bool, Any]]:
-    """The JSON value of each line of a message, and whether the line is a run's output frame
-    (`frames`): a message of output frames alone in one parse where orjson reads it exactly
-    (an escaped lone surrogate, a number past 64 bits: line by line)."""
-    lines = [line for line in text.split("\n") if line]
-    outputs = [frames and line.endswith(_OUTPUT_ENDS) for line in lines]
-    if lines and all(outputs):
-        with contextlib.suppress(orjson.JSONDecodeError):
-            for obj in orjson.loads(f"[{','.join(lines)}]"):
-                yield True, obj
-            return
-    for line, output in zip(lines, outputs, strict=True):
-        yield output, _output_of(line) if output else _object_of(line)
+def _parsed(text: str, frames: bool) -> Iterator[tuple[bool, dict[str, Any]]]:
+    """The JSON object of each line of a message, and whether the line is a run's output frame
+    (`frames`). Each line is read on its own: joined, a message's lines could read as other
+    objects than its lines do (a line ending the object another began, a line of two). An
+    output frame's line is read by orjson alone where it reads the message exactly (no integer
+    past 64 bits), and as any other line where it refuses it (an escaped lone surrogate)."""
+    exact = frames and orjson_exact(text)
+    for line in text.split("\n"):
+        if not line:
+            continue
+        if frames and line.endswith(_OUTPUT_ENDS):
+            yield True, _output_of(line) if exact else _object_of(line)
+        else:
+            yield False, _object_of(line)
 
 
-def _output_of(line: str) -> Any:
-    try:  # (orjson reads its every number exactly)
-        return orjson.loads(line)
+def _output_of(line: str) -> dict[str, Any]:
+    try:
+        obj = orjson.loads(line)
     except orjson.JSONDecodeError:  # (as an escaped lone surrogate)
         return _object_of(line)
+    return obj if obj.__class__ is dict else _object_of(line)
 
 
 #: The class of each frame type this client knows the shape of, by its name.
