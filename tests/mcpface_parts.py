@@ -9,8 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -174,6 +174,8 @@ class LineClient:
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin, self._stdout = proc.stdin, proc.stdout
         self._buf = b""
+        #: The `mcpx-hooks mcp` process.
+        self.proc = proc
         #: What came from `line_client`'s handshake and listing.
         self.opening: list[Any] = []
 
@@ -232,3 +234,29 @@ async def line_client(
         with trio.CancelScope(shield=True):
             proc.kill()
             await proc.wait()
+
+
+def session_frames(config: Path) -> list[dict[str, Any]]:
+    """The frames of the one `mcp` session run in the history beside `config`."""
+    env = {**os.environ, "XDG_STATE_HOME": str(config.parent / "state")}
+    env["MCPX_HOOKS_NO_DISCOVERY"] = "1"
+
+    def cli(*args: str) -> str:
+        argv = [MCPX, "runs", *args, "--json"]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+
+    (run,) = [r for r in json.loads(cli("list")) if r["argv"][0] == "mcp"]
+    return [json.loads(line) for line in cli("show", run["runId"]).splitlines()]
+
+
+@contextmanager
+def server_waiting(where: Path) -> Iterator[int]:
+    """An fd that turns readable once the hostile server in `where` is waiting in its `wait`
+    tool (it opens the fifo `h.log.waiting` then)."""
+    fifo = where / "h.log.waiting"
+    os.mkfifo(fifo)
+    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        yield said
+    finally:
+        os.close(said)

@@ -10,8 +10,7 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,8 @@ from mcpface_parts import (
     direct_answers,
     dumped,
     line_client,
+    server_waiting,
+    session_frames,
     stdio_session,
     texts,
     through_mcpx,
@@ -55,19 +56,6 @@ async def seen_id(session: Any) -> Any:
     (the servers started: a call that starts its server takes the SDK's way)."""
     await session.list_tools()
     return json.loads(texts(await session.call_tool("h__whoami", {}))[0])
-
-
-def session_frames(config: Path) -> list[dict[str, Any]]:
-    """The frames of the one `mcp` session run in the history beside `config`."""
-    env = {**os.environ, "XDG_STATE_HOME": str(config.parent / "state")}
-    env["MCPX_HOOKS_NO_DISCOVERY"] = "1"
-
-    def cli(*args: str) -> str:
-        argv = [MCPX, "runs", *args, "--json"]
-        return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
-
-    (run,) = [r for r in json.loads(cli("list")) if r["argv"][0] == "mcp"]
-    return [json.loads(line) for line in cli("show", run["runId"]).splitlines()]
 
 
 async def test_a_call_no_hook_touches_is_relayed_and_answers_as_the_server_does(
@@ -341,19 +329,6 @@ async def test_a_server_s_bad_answers_and_end_read_the_same_both_ways(
 
 
 #: What a client writing lines by hand says it is.
-
-
-@contextmanager
-def server_waiting(where: Path) -> Iterator[int]:
-    """An fd that turns readable once the hostile server in `where` is waiting in its `wait`
-    tool (it opens the fifo `h.log.waiting` then)."""
-    fifo = where / "h.log.waiting"
-    os.mkfifo(fifo)
-    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        yield said
-    finally:
-        os.close(said)
 
 
 async def cancelled_on_the_server(

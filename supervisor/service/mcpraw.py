@@ -27,9 +27,8 @@ ended first: with why its life ended; the session ended first: its `call` frame 
 Any other plain call (a hook fires for it, its server is not running yet, limits) is served
 through the call point (`Gateway.call`) in a task of its own, its progress, log messages and
 answer written as lines (`mcpcalls.answer_result`); the client's cancellation cancels the
-task. A call whose hooks may ask is left to the SDK's server, whose request context puts the
-question to the client; so is `mcpx_exec`. A call taken is among the client's unanswered
-requests until it is answered or cancelled (`ClientWriter.asked`).
+task (a stop signal's is the session's end). A call whose hooks may ask, and `mcpx_exec`, are
+the SDK's (to ask the client); one taken is unanswered till answered (`ClientWriter.asked`).
 """
 
 from __future__ import annotations
@@ -189,7 +188,8 @@ class RawCalls:
         with scope:
             try:
                 relays = line_relays(self._writer, request.token, self._gateway.level)
-                relays = attrs.evolve(relays, by_client=lambda: not self._closed)
+                by_client = lambda: scope.cancel_called and not self._closed  # noqa: E731
+                relays = attrs.evolve(relays, by_client=by_client)
                 result = await self._gateway.call(
                     session, cid, request.name, request.args, relays, meta=request.meta
                 )
