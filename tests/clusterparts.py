@@ -304,8 +304,8 @@ class Cluster:
         self.workers.append(worker)
         return worker
 
-    def add_gateway(self) -> Server:
-        gateway = start_gateway(self.cwd, self.nats)
+    def add_gateway(self, *args: str) -> Server:
+        gateway = start_gateway(self.cwd, self.nats, *args)
         self.gateways.append(gateway)
         return gateway
 

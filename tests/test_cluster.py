@@ -13,6 +13,7 @@ import select
 import signal
 import socket
 import subprocess
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -352,6 +353,51 @@ def test_a_stopped_gateway_gives_its_runs_its_grace_then_cancels_them_to_their_e
     assert stopping.stop(None) == 0
     assert "1 run(s) may finish within 0 s" in stopping.log()
     assert "Traceback" not in stopping.log()
+
+
+def test_a_gateway_stopped_while_nats_stalls_exits_within_its_grace_and_30_s(
+    tmp_path: Path,
+) -> None:
+    # NATS stopped (SIGSTOP: its connections stay open, nothing answers), then the gateway:
+    # its cancel never reaches the worker, and it gave up on the run after 30 s, as
+    # docs/cluster.md says; but its exec socket then waited out the 5 s drain for last
+    # frames a run still going does not have (37 s, with --grace 0). `exec --remote` said
+    # a serve would cancel the run once it found the connection gone, which this one,
+    # shutting down, does not.
+    parts = open_cluster(tmp_path, gateways=0, workers=1)
+    gateway = parts.add_gateway("--grace", "0")
+    client = subprocess.Popen(
+        [*CLI, "exec", "--remote", gateway.url, "--", "sh", "-c", "echo up; sleep 120"],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert parts.nats.proc is not None
+    server = parts.nats.proc
+    try:
+        wait_line(client, client.stdout, "| up", tmp_path / "no.log")
+        server.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        gateway.proc.send_signal(signal.SIGTERM)
+        assert gateway.proc.wait(timeout=60) == 0
+        took = time.monotonic() - stopped
+        _, said = client.communicate(timeout=30)
+    finally:
+        server.send_signal(signal.SIGCONT)
+        client.kill()
+        client.communicate()
+        parts.stop()
+    # 30 s for the cancelled run, then the NATS connection closed (2 s for a flush that
+    # does not come back).
+    assert took < 35, took
+    assert client.returncode == 1
+    assert "the server said: the server is shutting down" in said
+    assert "had not ended when the server shut down" in said, said
+    assert "a serve cancels it once it finds this connection gone" not in said
+    assert "1 run(s) did not end within 30 s of their cancel" in gateway.log()
+    assert "Traceback" not in gateway.log()
 
 
 def test_a_stopped_worker_lets_its_runs_finish_and_says_so(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..run.journal import RunJournal
     from ..run.scriptrun import RunRequest
     from ..service.answering import AskWatcher, Responder
+    from ..service.remoteread import RemoteError
     from .execview import Output
 
 
@@ -196,6 +197,22 @@ def _run_local(args: argparse.Namespace) -> int:
     return with_artifacts(exit_code(frames), copied)
 
 
+def _not_ended(run_id: str, url: str, exc: RemoteError) -> str:
+    """What became of a run begun whose socket ended before its outcome came."""
+    show = f"mcpx-hooks runs show {run_id} --remote {url} (or another gateway) says how it ended"
+    if exc.shutting_down:  # (a serve ends its runs before it closes: a gateway's run is on)
+        return (
+            f"run {run_id} had not ended when the server shut down: a cluster gateway that"
+            f" could not cancel it on its worker (its worker or NATS did not answer) leaves it"
+            f" to finish there: {show}"
+        )
+    return (
+        f"run {run_id} had not ended; a serve cancels it once it finds this connection gone"
+        " (exec asks it to), within a minute; a cluster's worker runs it on to its end when"
+        f" it was the gateway that was lost: {show}"
+    )
+
+
 def _explain(args: argparse.Namespace) -> int:
     from . import explain
 
@@ -327,13 +344,7 @@ def _run_remote(args: argparse.Namespace) -> int:
         except RemoteError as exc:
             failed = remote_failed("exec", exc)
             if stopping.run_id:  # (begun, and its socket lost: not the run, maybe)
-                say(
-                    f"mcpx-hooks exec: run {stopping.run_id} had not ended; a serve cancels it"
-                    " once it finds this connection gone (exec asks it to), within a minute;"
-                    " a cluster's worker runs it on to its end when it was the gateway that was"
-                    f" lost: mcpx-hooks runs show {stopping.run_id} --remote {target.url}"
-                    " (or another gateway) says how it ended"
-                )
+                say(f"mcpx-hooks exec: {_not_ended(stopping.run_id, target.url, exc)}")
             return failed
     except* OutputClosed:
         closed = True  # the request asked cancelOnDisconnect: leaving cancels the run

@@ -11,6 +11,7 @@ and the runs themselves are the `Service`'s (`server.py`), which is an `Endpoint
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Final
 
@@ -30,6 +31,8 @@ from .roots import release_cwd
 from .streams import Streams, Wake, complete
 from .targets import Endpoint, Target, check_from, check_query, parse_events, parse_from, shown_seq
 from .wire import Close, WireError
+
+logger = logging.getLogger("mcpx_hooks.server")
 
 SHUTTING_DOWN: Final = "the server is shutting down"
 #: Why a run whose client asked `cancelOnDisconnect` is cancelled when it goes.
@@ -77,6 +80,22 @@ class Endpoints:
             yield
         finally:
             self._forget_run(run)
+
+    def _leave_going(self, wakes: list[Wake], going: WireError, waited_s: float) -> None:
+        """Once a stop has waited `waited_s` for the runs it cancelled: those still going (a
+        gateway's, whose worker or NATS did not answer) are left to end on their own, said
+        in the log; and every socket streaming a run still going gets `going` now, not after
+        the drain, which is for streams' last frames (such a run has none to send)."""
+        if self._active:
+            logger.warning(
+                "%d run(s) did not end within %g s of their cancel (their worker or NATS did"
+                " not answer): left to finish on their own; their clients get 1001",
+                *(len(self._active), waited_s),
+            )
+        for wake in wakes:
+            journal = wake.journal
+            if journal is not None and not journal.finished and journal.broken is None:
+                wake.set(going)
 
     def _forget_run(self, run: Run) -> None:
         del self._active[run.journal.run_id]

@@ -31,11 +31,15 @@ _OUTPUT_ENDS: Final = tuple(end.decode() for end in STREAM_ENDS.values())
 
 class RemoteError(HooksError):
     """The server could not be reached, refused, or ended the socket with an error.
-    `bad_input` when the server said the request itself was wrong (exit 2, not 1)."""
+    `bad_input` when the server said the request itself was wrong (exit 2, not 1);
+    `shutting_down` when it closed the socket as it stopped (1001)."""
 
-    def __init__(self, message: str, *, bad_input: bool = False) -> None:
+    def __init__(
+        self, message: str, *, bad_input: bool = False, shutting_down: bool = False
+    ) -> None:
         super().__init__(message)
         self.bad_input = bad_input
+        self.shutting_down = shutting_down
 
 
 class Unreachable(RemoteError):
@@ -83,13 +87,15 @@ async def batches(
         except ConnectionClosed as exc:
             if exc.reason is not None and exc.reason.code in ends:
                 return
+            going = exc.reason is not None and exc.reason.code == Close.GOING_AWAY
             if error is not None:  # (its words, else what the close says)
                 said = words(error.get("message"))
                 raise RemoteError(
                     f"the server said: {said}" if said else closed(exc.reason),
                     bad_input=error.get("code") == Close.BAD_REQUEST,
+                    shutting_down=going,
                 ) from None
-            raise RemoteError(closed(exc.reason)) from None
+            raise RemoteError(closed(exc.reason), shutting_down=going) from None
         text = message.decode(errors="replace") if isinstance(message, bytes) else message
         batch: list[dict[str, Any]] = []
         try:

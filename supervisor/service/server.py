@@ -198,6 +198,7 @@ class Service(Endpoints):
             logger.warning("%d run(s) cancelled after the grace; %s", len(self._active), _ON)
         with trio.move_on_after(self.cancelled_s):
             await self._wait_runs()  # suffix hooks and `end`, bounded by the hooks' timeouts
+        self._leave_going(list(self._wakes), going, self.cancelled_s)
         with trio.move_on_after(self.limits.drain_s):
             await self._wait_connections()
         for wake in list(self._wakes):

@@ -62,6 +62,7 @@ class Wake:
         self.idle = idle
         self.reason: WireError | None = None
         self.gone = False
+        self.journal: RunJournal | None = None  # (the run it streams: `stream_run`)
         self._scope: trio.CancelScope | None = None
 
     @property
@@ -197,6 +198,7 @@ class Streams:
         `answer`s to `run`'s asks (None: the run has ended), `cancel` (with `cancels`: the
         exec socket) or a message out of turn. Returns how to close the socket, None when it
         must be aborted (the client is gone)."""
+        wake.journal = journal
         follower = journal.follow(start)
         self.count += 1
         try:
