@@ -397,6 +397,10 @@ def test_a_gateway_stopped_while_nats_stalls_exits_within_its_grace_and_30_s(
     assert "had not ended when the server shut down" in said, said
     assert "a serve cancels it once it finds this connection gone" not in said
     assert "1 run(s) did not end within 30 s of their cancel" in gateway.log()
+    # (its runs' suffix hooks are on their workers: not "each within its timeoutMs" here)
+    assert "1 run(s) cancelled after the grace; their workers run their suffix hooks" in (
+        gateway.log()
+    )
     assert "Traceback" not in gateway.log()
 
 

@@ -89,6 +89,10 @@ class Gateway(Service):
     """A `Service` whose runs are the cluster's."""
 
     cancelled_s = CANCELLED_S
+    after_grace = (
+        f"their workers run their suffix hooks; this gateway waits at most {CANCELLED_S:g} s"
+        " for their end; a second signal stops it now"
+    )
 
     def __init__(
         self,

@@ -68,6 +68,7 @@ class Service(Endpoints):
     #: How long a stop waits for the cancelled runs' `end`: its own runs' suffix hooks are
     #: bounded by their timeouts (a gateway's are on workers, past a NATS that may be gone).
     cancelled_s: float = math.inf
+    after_grace: str = _ON  # (what the log says of them meanwhile)
 
     def __init__(self, runtime: Runtime, options: ServiceOptions) -> None:
         self.runtime = runtime
@@ -194,8 +195,8 @@ class Service(Endpoints):
             await self._wait_runs()
         for run in list(self._active.values()):
             run.cancel(SHUTTING_DOWN)
-        if self._active:  # (an operator waiting on a stop that does not come should know why)
-            logger.warning("%d run(s) cancelled after the grace; %s", len(self._active), _ON)
+        if left := len(self._active):  # (an operator waiting on a stop should know why)
+            logger.warning("%d run(s) cancelled after the grace; %s", left, self.after_grace)
         with trio.move_on_after(self.cancelled_s):
             await self._wait_runs()  # suffix hooks and `end`, bounded by the hooks' timeouts
         self._leave_going(list(self._wakes), going, self.cancelled_s)
