@@ -7,7 +7,7 @@ the server's answers come in real milliseconds, the client's minutes of silence 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 import pytest
@@ -136,6 +136,24 @@ def test_a_cut_connection_is_said_lost_not_closed_by_the_server(server: Server) 
     )
 
 
+async def lost_after(follow: Awaitable[object]) -> tuple[RemoteError | None, float]:
+    """`follow` awaited (3600 virtual seconds at most): the error it raised (None: none), and
+    the virtual seconds it took."""
+    begun = trio.current_time()
+    with trio.fail_after(3600):
+        try:
+            await follow
+        except RemoteError as exc:
+            return exc, trio.current_time() - begun
+    return None, trio.current_time() - begun
+
+
+def assert_lost(failed: RemoteError | None, took: float) -> None:
+    """The connection was said to be lost, once silent past the bound."""
+    assert failed is not None and str(failed).startswith("the connection to the server was lost")
+    assert PING_AFTER_S + LOST_AFTER_S <= took < PING_AFTER_S + LOST_AFTER_S + 10
+
+
 def test_runs_show_following_a_run_on_a_frozen_network_says_it_is_lost(
     server: Server, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -143,8 +161,7 @@ def test_runs_show_following_a_run_on_a_frozen_network_says_it_is_lost(
     for ever too."""
     from mcpx_hooks.supervisor.cli.runs import _show
 
-    failed: list[RemoteError] = []
-    took: list[float] = []
+    ended: list[tuple[RemoteError | None, float]] = []
 
     async def main() -> None:
         proxy = Proxy(server.port, freeze_after=b'"text":"one"')
@@ -164,18 +181,12 @@ def test_runs_show_following_a_run_on_a_frozen_network_says_it_is_lost(
             nursery.start_soon(exec_remote, direct, request, on_frame)
             await started.wait()
             followed = Remote(f"ws://127.0.0.1:{port}", server.token)
-            begun = trio.current_time()
-            with trio.fail_after(3600):
-                try:  # (frozen once "one" has reached it: nothing more comes)
-                    await _show(followed, run_id[0], True, False)
-                except RemoteError as exc:
-                    failed.append(exc)
-            took.append(trio.current_time() - begun)
+            # (frozen once "one" has reached it: nothing more comes)
+            ended.append(await lost_after(_show(followed, run_id[0], True, False)))
             nursery.cancel_scope.cancel()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0.3))
-    assert failed and str(failed[0]).startswith("the connection to the server was lost")
-    assert PING_AFTER_S + LOST_AFTER_S <= took[0] < PING_AFTER_S + LOST_AFTER_S + 10
+    assert_lost(*ended[0])
     assert '"text":"one"' in capsys.readouterr().out
 
 
@@ -184,8 +195,7 @@ def test_events_followed_on_a_frozen_network_are_said_to_be_lost(server: Server)
     ever."""
     from mcpx_hooks.supervisor.service.remote import follow_events
 
-    failed: list[RemoteError] = []
-    took: list[float] = []
+    ended: list[tuple[RemoteError | None, float]] = []
 
     async def main() -> None:
         direct = Remote(f"ws://127.0.0.1:{server.port}", server.token)
@@ -193,16 +203,10 @@ def test_events_followed_on_a_frozen_network_are_said_to_be_lost(server: Server)
         proxy = Proxy(server.port, freeze_after=b'"kind"')
         async with trio.open_nursery() as nursery:
             port = await nursery.start(proxy.serve)
-            begun = trio.current_time()
-            with trio.fail_after(3600):
-                try:  # (from the bus's first event: frozen once one has reached it)
-                    remote = Remote(f"ws://127.0.0.1:{port}", server.token)
-                    await follow_events(remote, None, 0, lambda _: None)
-                except RemoteError as exc:
-                    failed.append(exc)
-            took.append(trio.current_time() - begun)
+            remote = Remote(f"ws://127.0.0.1:{port}", server.token)
+            # (from the bus's first event: frozen once one has reached it)
+            ended.append(await lost_after(follow_events(remote, None, 0, lambda _: None)))
             nursery.cancel_scope.cancel()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0.3))
-    assert failed and str(failed[0]).startswith("the connection to the server was lost")
-    assert PING_AFTER_S + LOST_AFTER_S <= took[0] < PING_AFTER_S + LOST_AFTER_S + 10
+    assert_lost(*ended[0])
